@@ -1,0 +1,135 @@
+"""Pydantic annotations to Arrow types, and a columnar converter for lists of values.
+
+The converter reads model attributes column by column (no ``model_dump``), which is what
+keeps ``EventWriter`` flushes cheap. Supported: ``int``, ``float`` (NaN and inf kept),
+``bool``, ``str``, UTC ``datetime``, string enums and literals, ``X | None``, ``list[X]``,
+``dict[K, V]`` (int or str keys) and nested models (structs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import itertools
+import types
+import typing
+from typing import Any, Literal, Union, get_args, get_origin
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+_PRIMITIVES: dict[Any, pa.DataType] = {
+    int: pa.int64(),
+    float: pa.float64(),
+    bool: pa.bool_(),
+    str: pa.string(),
+    dt.datetime: pa.timestamp("us", tz="UTC"),
+}
+
+
+class UnsupportedAnnotation(TypeError):
+    """A model field whose type has no Arrow mapping."""
+
+
+def _strip_optional(annotation: Any) -> Any:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+        raise UnsupportedAnnotation(f"unions other than X | None are not storable: {annotation}")
+    if origin is typing.Annotated:
+        return _strip_optional(get_args(annotation)[0])
+    return annotation
+
+
+def model_fields(
+    model: type[BaseModel], skip: frozenset[str] = frozenset()
+) -> list[tuple[str, Any]]:
+    """``(name, annotation)`` of a model's stored fields, in declaration order."""
+    return [(n, f.annotation) for n, f in model.model_fields.items() if n not in skip]
+
+
+def arrow_type(annotation: Any) -> pa.DataType:
+    """The Arrow type that stores values of ``annotation``."""
+    ann = _strip_optional(annotation)
+    if ann in _PRIMITIVES:
+        return _PRIMITIVES[ann]
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return pa.string()
+    origin = get_origin(ann)
+    if origin is Literal:
+        return pa.string()
+    if origin in (list, tuple):
+        args = get_args(ann)
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            raise UnsupportedAnnotation(f"only homogeneous tuples are storable: {ann}")
+        return pa.list_(arrow_type(args[0]))
+    if origin is dict:
+        key, value = get_args(ann)
+        if key not in (int, str):
+            raise UnsupportedAnnotation(f"map keys must be int or str: {ann}")
+        return pa.map_(arrow_type(key), arrow_type(value))
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return pa.struct([pa.field(n, arrow_type(a)) for n, a in model_fields(ann)])
+    raise UnsupportedAnnotation(f"no Arrow mapping for {annotation!r}")
+
+
+def _mask(values: list[Any]) -> pa.Array | None:
+    if any(v is None for v in values):
+        return pa.array([v is None for v in values], type=pa.bool_())
+    return None
+
+
+def _offsets(lengths: list[int]) -> pa.Array:
+    return pa.array(list(itertools.accumulate(lengths, initial=0)), type=pa.int32())
+
+
+def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
+    """Convert a column of Python values of type ``annotation`` to an Arrow array."""
+    ann = _strip_optional(annotation)
+    typ = arrow_type(ann)
+    if ann in _PRIMITIVES:
+        return pa.array(values, type=typ)
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return pa.array([None if v is None else v.value for v in values], type=typ)
+    origin = get_origin(ann)
+    if origin is Literal:
+        return pa.array(values, type=typ)
+    if origin in (list, tuple):
+        mask = _mask(values)
+        items = [() if v is None else v for v in values]
+        flat = to_arrow(list(itertools.chain.from_iterable(items)), get_args(ann)[0])
+        offsets = _offsets([len(v) for v in items])
+        return pa.ListArray.from_arrays(offsets, flat, type=typ, mask=mask)
+    if origin is dict:
+        key_ann, value_ann = get_args(ann)
+        mask = _mask(values)
+        items = [{} if v is None else v for v in values]
+        keys = to_arrow(list(itertools.chain.from_iterable(d.keys() for d in items)), key_ann)
+        vals = to_arrow(list(itertools.chain.from_iterable(d.values() for d in items)), value_ann)
+        offsets = _offsets([len(d) for d in items])
+        return pa.MapArray.from_arrays(offsets, keys, vals, type=typ, mask=mask)
+    # a nested model: one child array per field
+    children = [
+        to_arrow([None if v is None else getattr(v, name) for v in values], field_ann)
+        for name, field_ann in model_fields(ann)
+    ]
+    return pa.StructArray.from_arrays(children, fields=list(typ), mask=_mask(values))
+
+
+def from_arrow(value: Any, annotation: Any) -> Any:
+    """Undo what ``Array.to_pylist`` changed: maps come back as lists of pairs."""
+    if value is None:
+        return None
+    ann = _strip_optional(annotation)
+    origin = get_origin(ann)
+    if origin in (list, tuple):
+        (item_ann,) = get_args(ann)[:1]
+        return [from_arrow(v, item_ann) for v in value]
+    if origin is dict:
+        value_ann = get_args(ann)[1]
+        return {k: from_arrow(v, value_ann) for k, v in value}
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return {n: from_arrow(value.get(n), a) for n, a in model_fields(ann) if n in value}
+    return value

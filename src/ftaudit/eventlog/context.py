@@ -1,0 +1,40 @@
+"""The step and attempt that events belong to, carried by context variables.
+
+Context variables follow threads started inside the context (via ``contextvars``
+propagation of asyncio tasks and ``copy_context``), and nested contexts override and
+then restore the outer values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepAttempt:
+    step: int | None = None
+    attempt: int | None = None
+
+
+_CURRENT: ContextVar[StepAttempt] = ContextVar("ftaudit_step_attempt", default=StepAttempt())
+
+
+def current() -> StepAttempt:
+    """The innermost step and attempt, or Nones outside any :func:`step_context`."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def step_context(step: int, attempt: int = 0) -> Iterator[StepAttempt]:
+    """Events logged inside take this step and attempt unless they set their own."""
+    if step < 0 or attempt < 0:
+        raise ValueError(f"step and attempt must be non-negative, got {step}, {attempt}")
+    value = StepAttempt(step, attempt)
+    token = _CURRENT.set(value)
+    try:
+        yield value
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,257 @@
+"""The event types of a run: ftaudit's public schema.
+
+Every event is a strict, frozen pydantic model with a ``type`` literal; together they
+form the discriminated union :data:`AnyEvent`. The envelope (timestamp, run id,
+incarnation, source, writer, sequence number) is added by the writer, see
+:class:`ftaudit.eventlog.record.Envelope`; ``step`` and ``attempt`` live on the event and,
+when left unset, the writer takes them from :func:`ftaudit.eventlog.context.step_context`.
+
+Schema rules (checked by ``tests/eventlog/test_schema_snapshot.py``): add fields only at
+the top level of an event and always with a default, so older segments still read;
+never rename or retype a field.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ftaudit.eventlog.intruns import IntRuns
+
+SCHEMA_VERSION = 1
+"""Recorded in every segment; readers refuse segments of a newer version."""
+
+
+class Event(BaseModel):
+    """Base of every event type, built-in or user-registered."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+    type: str
+    step: int | None = None
+    attempt: int | None = None
+
+    needs_step: ClassVar[bool] = False
+    """When true the writer refuses the event if neither it nor the context gives a step."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+
+class CheckpointRef(_Model):
+    """A checkpoint: its iteration and the incarnation that saved it."""
+
+    iteration: int = Field(ge=0)
+    incarnation: int = Field(ge=0)
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    KILLED = "killed"
+
+
+class Outcome(StrEnum):
+    NORMAL = "normal"
+    DISCARDED_SHOULD_RETRY = "discarded_should_retry"
+
+
+class CellOutcome(_Model):
+    """One cell's result of an attempt: ``errored`` (the cell crashed) or its ranks' outcomes."""
+
+    errored: bool = False
+    ranks: list[Outcome] = []
+
+    @property
+    def all_normal(self) -> bool:
+        return (
+            not self.errored and bool(self.ranks) and all(o is Outcome.NORMAL for o in self.ranks)
+        )
+
+
+class ChecksumWhen(StrEnum):
+    AFTER_STEP = "after_step"
+    AT_SAVE = "at_save"
+    AFTER_LOAD = "after_load"
+    AFTER_HEAL = "after_heal"
+
+
+class FaultMode(StrEnum):
+    SIGKILL = "sigkill"
+    EXIT = "exit"
+    SEGFAULT = "segfault"
+    HANG = "hang"
+
+
+class RunStarted(Event):
+    """An incarnation started, fresh (``resumed_from`` is None, incarnation 0) or resumed."""
+
+    type: Literal["run_started"] = "run_started"
+    resumed_from: CheckpointRef | None = None
+    buffer_size: int = Field(gt=0)
+    config_json: str = "{}"
+    dataset_size: int | None = None
+    deterministic_order: bool | None = None
+    status: RunStatus = RunStatus.RUNNING
+
+
+class RunFinished(Event):
+    type: Literal["run_finished"] = "run_finished"
+    status: RunStatus = RunStatus.COMPLETED
+
+
+class WitnessAllocated(Event):
+    """Witness ids handed out for one attempt of a step; the k-th id trains the k-th sample."""
+
+    type: Literal["witness_allocated"] = "witness_allocated"
+    needs_step: ClassVar[bool] = True
+    num_ids: int = Field(ge=0)
+    counter_after: int = Field(ge=0)
+    witness_ids: IntRuns
+    sample_indices: IntRuns
+    stale_ids: IntRuns
+
+    @model_validator(mode="after")
+    def _aligned(self) -> WitnessAllocated:
+        if len(self.witness_ids) != self.num_ids or len(self.sample_indices) != self.num_ids:
+            raise ValueError("witness_ids and sample_indices must both hold num_ids values")
+        return self
+
+
+class WitnessSnapshot(Event):
+    """The nonzero witness rows one trainer rank saw after an optimizer step."""
+
+    type: Literal["witness_snapshot"] = "witness_snapshot"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    instance: str
+    nonzero_ids: IntRuns
+    stale_ids: IntRuns
+
+
+class SampleAdvantageSummary(Event):
+    """Per sample of one trainer rank: its witness id, local token count, all-zero advantage."""
+
+    type: Literal["sample_advantage_summary"] = "sample_advantage_summary"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    witness_ids: list[int]
+    token_counts: list[int]
+    all_zero: list[bool]
+
+    @model_validator(mode="after")
+    def _aligned(self) -> SampleAdvantageSummary:
+        if not len(self.witness_ids) == len(self.token_counts) == len(self.all_zero):
+            raise ValueError("witness_ids, token_counts and all_zero must have the same length")
+        return self
+
+
+class StepEnd(Event):
+    """The driver moved on from a step: the accepted attempt and each cell's outcome in it."""
+
+    type: Literal["step_end"] = "step_end"
+    needs_step: ClassVar[bool] = True
+    accepted_attempt: int = Field(ge=0)
+    cells: dict[int, CellOutcome]
+
+
+class AttemptEnd(Event):
+    """The driver's decision on one attempt: accepted or retried, with each cell's outcome."""
+
+    type: Literal["attempt_end"] = "attempt_end"
+    needs_step: ClassVar[bool] = True
+    accepted: bool
+    cells: dict[int, CellOutcome]
+
+
+class CellReconfigured(Event):
+    type: Literal["cell_reconfigured"] = "cell_reconfigured"
+    quorum_id: int
+    source_cell: int | None = None
+    healed_cells: list[int] = []
+    alive_cells: list[int] = []
+
+
+class CheckpointSaved(Event):
+    """Checkpoint ``iteration`` is durable; ``writers`` is the log snapshot at that moment.
+
+    Every process that saved part of it logs one, with its own writers' last durable
+    sequence numbers; the driver's (``complete=True``) marks the checkpoint complete.
+    """
+
+    type: Literal["checkpoint_saved"] = "checkpoint_saved"
+    iteration: int = Field(ge=0)
+    path: str = ""
+    writers: dict[str, int] = {}
+    complete: bool = False
+
+
+class TrainerWeightChecksum(Event):
+    """One hash per tensor (parameters, buffers, optimizer state) held by one trainer rank."""
+
+    type: Literal["trainer_weight_checksum"] = "trainer_weight_checksum"
+    when: ChecksumWhen
+    cell: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    hashes: dict[str, str]
+    checkpoint: CheckpointRef | None = None
+    source_cell: int | None = None
+
+
+class EngineWeightChecksum(Event):
+    """After a weight sync (``step`` None: the initial sync), each engine's tensor hashes."""
+
+    type: Literal["engine_weight_checksum"] = "engine_weight_checksum"
+    engines: dict[int, dict[str, str]]
+
+
+class Metric(Event):
+    type: Literal["metric"] = "metric"
+    values: dict[str, float]
+
+
+class FaultInjected(Event):
+    type: Literal["fault_injected"] = "fault_injected"
+    mode: FaultMode
+    target: str
+    cell: int | None = None
+    rank: int | None = None
+
+
+BUILTIN_EVENTS: tuple[type[Event], ...] = (
+    RunStarted,
+    RunFinished,
+    WitnessAllocated,
+    WitnessSnapshot,
+    SampleAdvantageSummary,
+    StepEnd,
+    AttemptEnd,
+    CellReconfigured,
+    CheckpointSaved,
+    TrainerWeightChecksum,
+    EngineWeightChecksum,
+    Metric,
+    FaultInjected,
+)
+
+AnyEvent = Annotated[
+    RunStarted
+    | RunFinished
+    | WitnessAllocated
+    | WitnessSnapshot
+    | SampleAdvantageSummary
+    | StepEnd
+    | AttemptEnd
+    | CellReconfigured
+    | CheckpointSaved
+    | TrainerWeightChecksum
+    | EngineWeightChecksum
+    | Metric
+    | FaultInjected,
+    Field(discriminator="type"),
+]
+"""The built-in events as one discriminated union; user types go through the registry."""

@@ -1,0 +1,137 @@
+"""Finding and checking a run's segments, and reading them back as typed records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ftaudit.errors import CorruptSegmentError, UnknownEventTypeError, UnusableInputError
+from ftaudit.eventlog.arrow_schema import from_arrow
+from ftaudit.eventlog.events import SCHEMA_VERSION
+from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
+from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.segment import (
+    EVENTS_DIR,
+    SEGMENT_SUFFIX,
+    TEMP_PREFIX,
+    SegmentMeta,
+)
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    path: Path
+    meta: SegmentMeta
+    num_rows: int
+    schema: pa.Schema
+
+
+@dataclass(frozen=True)
+class RunScan:
+    """The sealed segments of a run, and temp files left by flushes that a crash cut short."""
+
+    run_dir: Path
+    segments: tuple[SegmentInfo, ...]
+    torn: tuple[Path, ...]
+
+    @property
+    def files(self) -> list[str]:
+        return [str(s.path) for s in self.segments]
+
+
+def _check_segment(path: Path, writer_dir: str) -> SegmentInfo:
+    if path.is_symlink():
+        raise CorruptSegmentError(path, "is a symbolic link; segments must be plain files")
+    try:
+        md = pq.read_metadata(path)
+        schema = md.schema.to_arrow_schema()
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptSegmentError(path, f"not a readable Parquet file ({exc})") from None
+    try:
+        meta = SegmentMeta.from_metadata(schema.metadata)
+    except (KeyError, ValueError, UnicodeDecodeError):
+        raise CorruptSegmentError(
+            path, "foreign Parquet file: no ftaudit segment metadata"
+        ) from None
+    if meta.schema_version > SCHEMA_VERSION:
+        raise CorruptSegmentError(
+            path, f"written with schema version {meta.schema_version}, newer than {SCHEMA_VERSION}"
+        )
+    if meta.writer != writer_dir or path.name != f"{meta.first_seq:012d}{SEGMENT_SUFFIX}":
+        raise CorruptSegmentError(path, f"name does not match its footer (writer {meta.writer})")
+    if md.num_rows != meta.last_seq - meta.first_seq + 1:
+        raise CorruptSegmentError(
+            path, f"holds {md.num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
+        )
+    for field in ENVELOPE_SCHEMA:
+        if schema.get_field_index(field.name) < 0 or not schema.field(field.name).type.equals(
+            field.type
+        ):
+            raise CorruptSegmentError(path, f"envelope column {field.name!r} missing or mistyped")
+    return SegmentInfo(path, meta, md.num_rows, schema)
+
+
+def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
+    """Check every segment's footer; raise a one-line error naming the first bad file."""
+    root = Path(run_dir)
+    if not root.exists():
+        raise UnusableInputError(f"{root}: no such run directory")
+    if not root.is_dir():
+        raise UnusableInputError(f"{root}: not a directory")
+    events = root / EVENTS_DIR
+    if not events.is_dir():
+        raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
+    segments: list[SegmentInfo] = []
+    torn: list[Path] = []
+    for writer_dir in sorted(events.iterdir()):
+        if writer_dir.is_symlink() or not writer_dir.is_dir():
+            raise UnusableInputError(f"{writer_dir}: unexpected entry in {EVENTS_DIR}/")
+        for path in sorted(writer_dir.iterdir()):
+            if path.name.startswith(TEMP_PREFIX):
+                torn.append(path)
+            elif path.name.endswith(SEGMENT_SUFFIX):
+                segments.append(_check_segment(path, writer_dir.name))
+            else:
+                raise UnusableInputError(f"{path}: unexpected file in a writer folder")
+    if not segments:
+        raise UnusableInputError(f"{root}: the run has no event segments")
+    return RunScan(root, tuple(segments), tuple(torn))
+
+
+def _records_of(info: SegmentInfo, registry: EventRegistry) -> Iterator[Record]:
+    try:
+        table = pq.read_table(info.path)
+    except (OSError, pa.ArrowException) as exc:
+        raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
+    for row in table.to_pylist():
+        event_type = registry.get(row["type"])
+        if event_type is None:
+            raise UnknownEventTypeError(
+                f"{info.path}: event type {row['type']!r} is not registered in this process"
+            )
+        payload = {
+            name: from_arrow(row[event_type.column(name)], ann)
+            for name, ann in event_type.fields
+            if row.get(event_type.column(name)) is not None
+        }
+        event = event_type.model.model_validate(
+            {"type": row["type"], "step": row["step"], "attempt": row["attempt"], **payload},
+            strict=False,
+        )
+        envelope = Envelope.model_validate({c: row[c] for c in ENVELOPE_COLUMNS})
+        yield Record(envelope=envelope, event=event)
+
+
+def read_records(
+    run_dir: str | os.PathLike[str], registry: EventRegistry = default_registry
+) -> list[Record]:
+    """Every event of a run as typed records, ordered by writer and sequence number."""
+    scan = scan_run(run_dir)
+    records = [r for info in scan.segments for r in _records_of(info, registry)]
+    records.sort(key=lambda r: (r.envelope.writer, r.envelope.seq))
+    return records

@@ -1,0 +1,85 @@
+"""Which event types exist: the built-ins plus any a user registers in their own code.
+
+A registered type gets its own columns in segments and its own SQL view, named by its
+``type`` literal; nothing in ftaudit has to change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import pyarrow as pa
+
+from ftaudit.eventlog.arrow_schema import arrow_type, model_fields
+from ftaudit.eventlog.events import BUILTIN_EVENTS, Event
+
+ENVELOPE_ON_EVENT = frozenset({"type", "step", "attempt"})
+"""Fields of :class:`Event` stored as envelope columns, not payload columns."""
+
+_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One registered event type and how its payload is stored."""
+
+    name: str
+    model: type[Event]
+    fields: tuple[tuple[str, Any], ...]
+    """``(field name, annotation)`` of the payload, in declaration order."""
+    arrow_fields: tuple[pa.Field, ...]
+
+    def column(self, field: str) -> str:
+        """The segment column that stores ``field`` of this type: ``"<type>.<field>"``."""
+        return f"{self.name}.{field}"
+
+
+class EventRegistry:
+    """Maps ``type`` names to event models. ``default_registry`` holds the built-ins."""
+
+    def __init__(self, models: tuple[type[Event], ...] = ()) -> None:
+        self._types: dict[str, EventType] = {}
+        for model in models:
+            self.register(model)
+
+    def register(self, model: type[Event]) -> type[Event]:
+        """Add ``model``; usable as a class decorator. Re-registering the same class is a no-op."""
+        if not (isinstance(model, type) and issubclass(model, Event)):
+            raise TypeError(f"{model!r} must subclass ftaudit.eventlog.Event")
+        literal = get_args(model.model_fields["type"].annotation)
+        if len(literal) != 1 or not isinstance(literal[0], str):
+            raise TypeError(f"{model.__name__}.type must be a single string Literal")
+        name = literal[0]
+        if not _TYPE_NAME.match(name) or name in {"events", "metrics", "segments"}:
+            raise ValueError(f"event type name {name!r} must be snake_case and not a reserved view")
+        known = self._types.get(name)
+        if known is not None:
+            if known.model is model:
+                return model
+            raise ValueError(f"event type {name!r} is already registered by {known.model!r}")
+        fields = tuple(model_fields(model, ENVELOPE_ON_EVENT))
+        arrow_fields = tuple(pa.field(f"{name}.{n}", arrow_type(a)) for n, a in fields)
+        self._types[name] = EventType(name, model, fields, arrow_fields)
+        return model
+
+    def get(self, name: str) -> EventType | None:
+        return self._types.get(name)
+
+    def __getitem__(self, name: str) -> EventType:
+        return self._types[name]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._types.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+
+default_registry = EventRegistry(BUILTIN_EVENTS)
+
+
+def register_event(model: type[Event]) -> type[Event]:
+    """Class decorator: register a user event type in the default registry."""
+    return default_registry.register(model)

@@ -1,0 +1,193 @@
+"""A run directory and its incarnations: start, resume from a checkpoint, attach workers.
+
+Incarnation numbers are claimed by creating ``RUN_DIR/incarnations/<k>`` (an atomic
+mkdir), so two launches can never take the same number. Resuming deletes nothing: the
+events of abandoned incarnations stay on disk for the verifier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+from ftaudit.eventlog.events import (
+    CheckpointRef,
+    CheckpointSaved,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+)
+from ftaudit.eventlog.identity import Driver
+from ftaudit.eventlog.segment import Source, fsync_dir
+from ftaudit.eventlog.writer import EventWriter, WriterOptions
+
+RUN_FILE = "run.json"
+INCARNATIONS_DIR = "incarnations"
+
+
+def _run_id(root: Path) -> str:
+    """The run's id, created on first use (O_EXCL, so concurrent starters agree)."""
+    path = root / RUN_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return json.loads(path.read_text())["run_id"]
+    run_id = uuid.uuid4().hex
+    with os.fdopen(fd, "w") as f:
+        json.dump({"run_id": run_id}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_dir(root)
+    return run_id
+
+
+def _claim_incarnation(root: Path) -> int:
+    folder = root / INCARNATIONS_DIR
+    folder.mkdir(exist_ok=True)
+    k = len(list(folder.iterdir()))
+    while True:
+        try:
+            (folder / f"{k:06d}").mkdir()
+        except FileExistsError:
+            k += 1
+            continue
+        fsync_dir(folder)
+        return k
+
+
+def find_checkpoint(run_dir: str | os.PathLike[str], iteration: int) -> CheckpointRef | None:
+    """The newest complete checkpoint at ``iteration`` in the log, if any."""
+    from ftaudit.eventlog.reader import read_records  # cheap enough at a (rare) resume
+
+    found = [
+        r.envelope.incarnation
+        for r in read_records(run_dir)
+        if isinstance(r.event, CheckpointSaved)
+        and r.event.iteration == iteration
+        and r.event.complete
+    ]
+    return CheckpointRef(iteration=iteration, incarnation=max(found)) if found else None
+
+
+class RunLog:
+    """One incarnation of a run, as seen by one process: its writers and snapshots."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        run_id: str,
+        incarnation: int,
+        options: WriterOptions | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id
+        self.incarnation = incarnation
+        self.options = options or WriterOptions()
+        self._writers: dict[Source, EventWriter] = {}
+
+    @classmethod
+    def start(
+        cls,
+        run_dir: str | os.PathLike[str],
+        *,
+        buffer_size: int,
+        resume_from: CheckpointRef | int | None = None,
+        config: dict[str, object] | None = None,
+        dataset_size: int | None = None,
+        deterministic_order: bool | None = None,
+        source: Source = Driver(),
+        options: WriterOptions | None = None,
+    ) -> RunLog:
+        """Open a new incarnation: 0 in an empty directory, else the next free number.
+
+        ``resume_from`` names the checkpoint this incarnation loaded (an iteration is
+        looked up in the log); None with an earlier incarnation is a restart from nothing.
+        """
+        root = Path(run_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        run_id = _run_id(root)
+        if isinstance(resume_from, int):
+            ref = find_checkpoint(root, resume_from)
+            if ref is None:
+                raise ValueError(f"{root}: no complete checkpoint at iteration {resume_from}")
+            resume_from = ref
+        incarnation = _claim_incarnation(root)
+        if incarnation == 0 and resume_from is not None:
+            raise ValueError(f"{root}: incarnation 0 cannot resume from a checkpoint")
+        run = cls(root, run_id, incarnation, options)
+        writer = run.writer(source)
+        writer.log(
+            RunStarted(
+                resumed_from=resume_from,
+                buffer_size=buffer_size,
+                config_json=json.dumps(config or {}, sort_keys=True, default=str),
+                dataset_size=dataset_size,
+                deterministic_order=deterministic_order,
+            )
+        )
+        writer.flush()
+        return run
+
+    @classmethod
+    def attach(
+        cls, run_dir: str | os.PathLike[str], incarnation: int, options: WriterOptions | None = None
+    ) -> RunLog:
+        """Join an incarnation that a driver started (from a worker process)."""
+        root = Path(run_dir)
+        if not (root / INCARNATIONS_DIR / f"{incarnation:06d}").is_dir():
+            raise ValueError(f"{root}: incarnation {incarnation} was never started")
+        return cls(root, _run_id(root), incarnation, options)
+
+    def writer(self, source: Source) -> EventWriter:
+        """This process's writer for ``source`` (created on first use)."""
+        writer = self._writers.get(source)
+        if writer is None:
+            writer = EventWriter(
+                self.run_dir,
+                source,
+                run_id=self.run_id,
+                incarnation=self.incarnation,
+                options=self.options,
+            )
+            self._writers[source] = writer
+        return writer
+
+    def record_checkpoint(
+        self,
+        iteration: int,
+        *,
+        path: str = "",
+        source: Source = Driver(),
+        complete: bool | None = None,
+    ) -> CheckpointSaved:
+        """Checkpoint ``iteration`` is durable: flush, then log the snapshot of this process.
+
+        The snapshot is each of this process's writers' last durable sequence number:
+        O(writers), nothing is copied. ``complete`` defaults to True for the driver.
+        """
+        writer = self.writer(source)
+        snapshot = {w.writer_id: w.flush() for w in self._writers.values()}
+        event = CheckpointSaved(
+            iteration=iteration,
+            path=path,
+            writers=snapshot,
+            complete=isinstance(source, Driver) if complete is None else complete,
+        )
+        writer.log(event)
+        writer.flush()
+        return event
+
+    def flush(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
+
+    def finish(self, status: RunStatus = RunStatus.COMPLETED, source: Source = Driver()) -> None:
+        """Log the end of this incarnation and close every writer."""
+        self.writer(source).log(RunFinished(status=status))
+        self.close()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()

@@ -1,0 +1,116 @@
+"""The SQL views over a run's segments: one per event type, ``events``, ``metrics``, and
+the checkpoint snapshot views. All view DDL of the event log is built here.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from ftaudit.eventlog.reader import RunScan
+from ftaudit.eventlog.record import ENVELOPE_COLUMNS
+from ftaudit.eventlog.registry import EventRegistry
+from ftaudit.eventlog.sql import ident, literal, string_list
+
+SEGMENTS = "_segments"
+
+
+def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow: pa.DataType) -> str:
+    empty = pa.table({"x": pa.array([], type=arrow)})
+    return str(con.from_arrow(empty).types[0])
+
+
+def _type_views(
+    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry
+) -> dict[str, str]:
+    """``{view name: SELECT}`` for every registered type and every type found on disk."""
+    present = {f.name: f.type for s in scan.segments for f in s.schema}
+    envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
+    views: dict[str, str] = {}
+    for event_type in registry:
+        cols = []
+        for (name, _), field in zip(event_type.fields, event_type.arrow_fields, strict=True):
+            if field.name in present:
+                cols.append(f"{ident(field.name)} AS {ident(name)}")
+            else:  # no segment has this field yet (or any more): a typed NULL column
+                cols.append(f"CAST(NULL AS {_duckdb_type(con, field.type)}) AS {ident(name)}")
+        views[event_type.name] = (
+            f"SELECT {', '.join([envelope, *cols])}, filename AS segment "
+            f"FROM {SEGMENTS} WHERE type = {literal(event_type.name)}"
+        )
+    # types written by code this process has not imported: their columns say their shape
+    on_disk = {t for s in scan.segments for t in s.meta.types} - views.keys()
+    for name in sorted(on_disk):
+        prefix = f"{name}."
+        cols = [f"{ident(c)} AS {ident(c[len(prefix) :])}" for c in present if c.startswith(prefix)]
+        views[name] = (
+            f"SELECT {', '.join([envelope, *cols])}, filename AS segment "
+            f"FROM {SEGMENTS} WHERE type = {literal(name)}"
+        )
+    return views
+
+
+DERIVED_VIEWS: dict[str, str] = {
+    "metrics": """
+        SELECT incarnation, writer, seq, ts, source_kind, source_cell AS cell,
+               source_rank AS rank, step, attempt,
+               unnest(map_keys("values")) AS name, unnest(map_values("values")) AS value
+        FROM metric""",
+    "checkpoints": """
+        SELECT iteration, incarnation, complete, path, writer AS saved_by, seq, ts
+        FROM checkpoint_saved""",
+    "checkpoint_snapshots": """
+        SELECT iteration, incarnation, complete, writer AS recorded_by,
+               unnest(map_keys(writers)) AS writer, unnest(map_values(writers)) AS last_seq
+        FROM checkpoint_saved""",
+    "resumes": """
+        SELECT incarnation, resumed_from.iteration AS resumed_iteration,
+               resumed_from.incarnation AS resumed_incarnation, buffer_size, ts
+        FROM run_started""",
+    # Events of the incarnation that saved a checkpoint, written after the snapshot that a
+    # later incarnation resumed from: rolled back, yet kept on disk for the verifier.
+    "rolled_back_events": """
+        WITH resumed AS (
+            SELECT r.incarnation AS resumed_by, r.resumed_iteration, r.resumed_incarnation
+            FROM resumes r WHERE r.resumed_iteration IS NOT NULL),
+        snap AS (
+            SELECT s.iteration, s.incarnation, s.writer, max(s.last_seq) AS last_seq
+            FROM checkpoint_snapshots s GROUP BY ALL),
+        marked AS (
+            SELECT c.iteration, c.incarnation, min(c.ts) AS ts
+            FROM checkpoints c WHERE c.complete GROUP BY ALL)
+        SELECT e.*, r.resumed_by, r.resumed_iteration
+        FROM events e
+        JOIN resumed r ON e.incarnation = r.resumed_incarnation
+        LEFT JOIN snap s ON s.iteration = r.resumed_iteration
+             AND s.incarnation = r.resumed_incarnation AND s.writer = e.writer
+        LEFT JOIN marked m ON m.iteration = r.resumed_iteration
+             AND m.incarnation = r.resumed_incarnation
+        WHERE (s.last_seq IS NOT NULL AND e.seq > s.last_seq)
+           OR (s.last_seq IS NULL AND e.ts > m.ts)""",
+}
+
+
+def create_views(
+    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry, *, materialize: bool
+) -> None:
+    """Create every view of the event log on ``con``.
+
+    ``materialize`` copies the segments into a table first, so that external file access
+    can be switched off afterwards without breaking the views.
+    """
+    source = f"read_parquet({string_list(scan.files)}, union_by_name = true, filename = true)"
+    kind = "TABLE" if materialize else "VIEW"
+    con.execute(f"CREATE {kind} {SEGMENTS} AS SELECT * FROM {source}")
+    envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
+    con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
+    for name, select in _type_views(con, scan, registry).items():
+        con.execute(f"CREATE VIEW {ident(name)} AS {select}")
+    for name, select in DERIVED_VIEWS.items():
+        con.execute(f"CREATE VIEW {ident(name)} AS {select}")
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """No file access from here on: queries see the views and nothing else on disk."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")

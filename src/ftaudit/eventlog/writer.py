@@ -1,0 +1,254 @@
+"""The per-process event writer: buffer in memory, flush sealed segments in the background.
+
+``log`` only appends to a buffer (no I/O, no serialisation), so the training loop is
+never stalled by the disk; a flusher thread turns full or old buffers into segments.
+``flush`` is the durability point: when it returns, every event logged before it is in
+a sealed segment on disk.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import secrets
+import signal
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftaudit.errors import WriterError
+from ftaudit.eventlog.context import _CURRENT
+from ftaudit.eventlog.events import Event
+from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.segment import Pending, Source, build_table, segment_path, write_atomically
+
+log = logging.getLogger("ftaudit.eventlog")
+
+
+@dataclass
+class WriterStats:
+    """Counters a trainer can export; write errors are also visible to the verifier as gaps."""
+
+    events_logged: int = 0
+    segments_written: int = 0
+    write_errors: int = 0
+    events_dropped: int = 0
+    flush_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class WriterOptions:
+    flush_rows: int = 8192
+    """Flush in the background once this many events are buffered."""
+    flush_interval_s: float = 2.0
+    """Flush in the background when the oldest buffered event is this old."""
+    fsync: bool = True
+    """Fsync each segment and its directory; False trades machine-crash safety for speed."""
+    fail_closed: bool = False
+    """Raise from ``flush``/``log`` when the disk fails, instead of warning and counting."""
+    max_buffered: int = 1_000_000
+    """Beyond this many unflushable events the oldest are dropped (a visible sequence gap)."""
+
+
+def new_writer_id(source: Source, incarnation: int) -> str:
+    """Unique per process lifetime, so a restarted process never reuses a dead one's files."""
+    return f"{source.slug()}.i{incarnation}.p{os.getpid()}.{secrets.token_hex(4)}"
+
+
+class EventWriter:
+    """Writes one process's events of one run incarnation as sealed Parquet segments."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        source: Source,
+        *,
+        run_id: str,
+        incarnation: int,
+        options: WriterOptions | None = None,
+        registry: EventRegistry = default_registry,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.source = source
+        self.run_id = run_id
+        self.incarnation = incarnation
+        self.options = options or WriterOptions()
+        self.registry = registry
+        self.writer_id = new_writer_id(source, incarnation)
+        self.stats = WriterStats()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # guards the buffer and sequence counter
+        self._io_lock = threading.Lock()  # one flush at a time, in sequence order
+        self._buffer: list[Pending] = []
+        self._buffer_first_seq = 0
+        self._next_seq = 0
+        self._durable_seq = -1
+        self._oldest_ns: int | None = None
+        self._closed = False
+        self._warned = False
+        self._wake = threading.Event()
+        self._thread = threading.Thread(
+            target=self._flush_loop, name=f"ftaudit-flush-{self.writer_id}", daemon=True
+        )
+        self._thread.start()
+        _open_writers.add(self)
+        _install_exit_hooks()
+
+    @property
+    def last_durable_seq(self) -> int:
+        """The highest sequence number in a sealed segment; -1 before the first flush."""
+        return self._durable_seq
+
+    def log(self, event: Event) -> int:
+        """Buffer ``event`` and return its sequence number. Never blocks on I/O."""
+        step, attempt = event.step, event.attempt
+        if step is None or attempt is None:
+            ctx = _CURRENT.get()
+            step = ctx.step if step is None else step
+            attempt = ctx.attempt if attempt is None else attempt
+        if type(event).needs_step and (step is None or attempt is None):
+            raise ValueError(
+                f"{event.type} needs a step and an attempt: set them on the event "
+                "or log it inside ftaudit.step_context(step, attempt)"
+            )
+        if event.type not in self.registry:
+            raise ValueError(f"event type {event.type!r} is not registered")
+        if self._closed or os.getpid() != self._pid:
+            self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
+            return -1
+        now = time.time_ns()
+        with self._lock:
+            seq = self._next_seq
+            self._next_seq += 1
+            self._buffer.append(Pending(event, now // 1000, step, attempt))
+            buffered = len(self._buffer)
+            if self._oldest_ns is None:
+                self._oldest_ns = now
+        self.stats.events_logged += 1
+        if buffered >= self.options.flush_rows:
+            self._wake.set()
+        return seq
+
+    def flush(self) -> int:
+        """Make every event logged so far durable; return the last durable sequence number."""
+        with self._io_lock:
+            with self._lock:
+                batch, first = self._buffer, self._buffer_first_seq
+                self._buffer, self._buffer_first_seq = [], self._next_seq
+                self._oldest_ns = None
+            if batch:
+                self._write(batch, first)
+        return self._durable_seq
+
+    def close(self) -> None:
+        """Flush and stop the background thread. Idempotent."""
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._wake.set()
+        _open_writers.discard(self)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, batch: list[Pending], first: int) -> None:
+        started = time.perf_counter()
+        try:
+            table, meta = build_table(
+                batch,
+                first_seq=first,
+                run_id=self.run_id,
+                incarnation=self.incarnation,
+                writer=self.writer_id,
+                source=self.source,
+                registry=self.registry,
+            )
+            write_atomically(
+                table, segment_path(self.run_dir, self.writer_id, first), fsync=self.options.fsync
+            )
+        except Exception as exc:
+            self.stats.write_errors += 1
+            self._requeue(batch, first)
+            if self.options.fail_closed:
+                raise WriterError(f"{self.run_dir}: cannot write events: {exc}") from exc
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "ftaudit: cannot write events to %s (%s); will retry", self.run_dir, exc
+                )
+            return
+        self._durable_seq = meta.last_seq
+        self.stats.segments_written += 1
+        self.stats.flush_seconds += time.perf_counter() - started
+
+    def _requeue(self, batch: list[Pending], first: int) -> None:
+        with self._lock:
+            merged = batch + self._buffer
+            overflow = len(merged) - self.options.max_buffered
+            if overflow > 0:
+                merged = merged[overflow:]
+                first += overflow
+                self.stats.events_dropped += overflow
+            self._buffer, self._buffer_first_seq = merged, first
+
+    def _drop(self, count: int, why: str) -> None:
+        self.stats.events_dropped += count
+        if not self._warned:
+            self._warned = True
+            log.warning("ftaudit: dropping events of %s: %s", self.writer_id, why)
+
+    def _flush_loop(self) -> None:
+        interval = self.options.flush_interval_s
+        while not self._closed:
+            self._wake.wait(timeout=interval)
+            self._wake.clear()
+            if self._closed:
+                return
+            oldest = self._oldest_ns
+            due = oldest is not None and time.time_ns() - oldest >= interval * 1e9
+            if due or len(self._buffer) >= self.options.flush_rows:
+                try:
+                    self.flush()
+                except WriterError:
+                    pass  # fail-closed surfaces on the next explicit flush or log
+
+
+# Writers of this process, flushed at exit and on SIGTERM. Weak, so a dropped writer is
+# not kept alive by this bookkeeping.
+_open_writers: weakref.WeakSet[EventWriter] = weakref.WeakSet()
+_hooks_installed = False
+
+
+def flush_all() -> None:
+    """Flush every open writer of this process (at exit, on SIGTERM, at a checkpoint)."""
+    for writer in list(_open_writers):
+        try:
+            writer.flush()
+        except Exception as exc:  # at exit nothing may raise past here
+            log.warning("ftaudit: final flush of %s failed: %s", writer.writer_id, exc)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    flush_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_exit_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(flush_all)
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
