@@ -1,0 +1,134 @@
+"""When events become durable: row count, interval, explicit flush, close, exit, SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions, read_records, scan_run
+from ftaudit.errors import UnusableInputError
+
+
+def _writer(run_dir: Path, **options: object) -> EventWriter:
+    return EventWriter(
+        run_dir,
+        Trainer(cell_index=0, rank_within_cell=0),
+        run_id="r",
+        incarnation=0,
+        options=WriterOptions(fsync=False, **options),  # type: ignore[arg-type]
+    )
+
+
+def _count(run_dir: Path) -> int:
+    try:
+        return len(read_records(run_dir))
+    except UnusableInputError:
+        return 0
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_log_buffers_without_writing(tmp_path: Path):
+    writer = _writer(tmp_path, flush_rows=1000, flush_interval_s=3600)
+    writer.log(Metric(values={"a": 1.0}))
+    assert _count(tmp_path) == 0
+    assert writer.last_durable_seq == -1
+    assert writer.flush() == 0
+    assert _count(tmp_path) == 1
+    writer.close()
+
+
+def test_flush_on_row_count(tmp_path: Path):
+    writer = _writer(tmp_path, flush_rows=50, flush_interval_s=3600)
+    for _ in range(120):
+        writer.log(Metric(values={"a": 1.0}))
+    assert _wait_for(lambda: _count(tmp_path) >= 100)
+    writer.close()
+    assert _count(tmp_path) == 120
+
+
+def test_flush_on_interval(tmp_path: Path):
+    writer = _writer(tmp_path, flush_rows=10**6, flush_interval_s=0.05)
+    writer.log(Metric(values={"a": 1.0}))
+    assert _wait_for(lambda: _count(tmp_path) == 1)
+    writer.close()
+
+
+def test_close_is_idempotent_and_later_logs_are_counted_as_dropped(tmp_path: Path):
+    writer = _writer(tmp_path)
+    writer.log(Metric(values={"a": 1.0}))
+    writer.close()
+    writer.close()
+    assert writer.log(Metric(values={"a": 2.0})) == -1
+    assert writer.stats.events_dropped == 1
+    assert _count(tmp_path) == 1
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions
+    w = EventWriter(sys.argv[1], Trainer(cell_index=0, rank_within_cell=0), run_id="r",
+                    incarnation=0, options=WriterOptions(fsync=False, flush_rows=10**6,
+                    flush_interval_s=3600))
+    for i in range(10):
+        w.log(Metric(values={"i": float(i)}))
+    print("ready", flush=True)
+    if sys.argv[2] == "wait":
+        time.sleep(60)
+    """
+)
+
+
+def test_exit_without_close_flushes(tmp_path: Path):
+    subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), "exit"], check=True)
+    assert _count(tmp_path) == 10
+
+
+def test_sigterm_flushes_then_terminates(tmp_path: Path):
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), "wait"], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    assert _count(tmp_path) == 10
+
+
+def test_write_failure_is_counted_and_retried(tmp_path: Path):
+    blocker = tmp_path / "events"
+    blocker.write_text("not a directory")  # the writer cannot create events/<writer>/
+    writer = _writer(tmp_path, flush_rows=10**6, flush_interval_s=3600)
+    writer.log(Metric(values={"a": 1.0}))
+    assert writer.flush() == -1
+    assert writer.stats.write_errors == 1
+    blocker.unlink()
+    assert writer.flush() == 0  # the failed batch was kept and now lands
+    writer.close()
+    assert _count(tmp_path) == 1
+
+
+def test_fail_closed_raises(tmp_path: Path):
+    from ftaudit.errors import WriterError
+
+    (tmp_path / "events").write_text("x")
+    writer = _writer(tmp_path, fail_closed=True)
+    writer.log(Metric(values={"a": 1.0}))
+    with pytest.raises(WriterError, match="cannot write events"):
+        writer.flush()
+    (tmp_path / "events").unlink()
+    writer.close()
+    assert scan_run(tmp_path).segments

@@ -1,0 +1,177 @@
+"""Every event type survives Parquet and reads back the same, through Python and SQL."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ftaudit.eventlog import (
+    AttemptEnd,
+    CellOutcome,
+    CellReconfigured,
+    CheckpointRef,
+    CheckpointSaved,
+    ChecksumWhen,
+    EngineWeightChecksum,
+    Event,
+    EventWriter,
+    FaultInjected,
+    FaultMode,
+    IntRuns,
+    Metric,
+    Outcome,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    SampleAdvantageSummary,
+    StepEnd,
+    TrainerWeightChecksum,
+    WitnessAllocated,
+    WitnessSnapshot,
+    connect,
+    default_registry,
+    read_records,
+    step_context,
+)
+
+ONE_OF_EACH: list[Event] = [
+    RunStarted(
+        resumed_from=CheckpointRef(iteration=4, incarnation=0),
+        buffer_size=1 << 20,
+        config_json='{"lr": 0.001}',
+        dataset_size=10_000,
+        deterministic_order=True,
+    ),
+    RunFinished(status=RunStatus.FAILED),
+    WitnessAllocated(
+        step=5,
+        attempt=1,
+        num_ids=5,
+        counter_after=13,
+        witness_ids=IntRuns.arc(8, 5, 10),
+        sample_indices=IntRuns.from_sequence([40, 41, 42, 7, 8]),
+        stale_ids=IntRuns.arc(3, 3, 10),
+    ),
+    WitnessSnapshot(
+        step=5,
+        attempt=1,
+        cell=1,
+        instance="chunk0.head",
+        nonzero_ids=IntRuns.from_ids([0, 1, 2, 8, 9]),
+        stale_ids=IntRuns(),
+    ),
+    SampleAdvantageSummary(
+        step=5, attempt=1, cell=1, witness_ids=[8, 9], token_counts=[12, 0], all_zero=[True, False]
+    ),
+    StepEnd(
+        step=5,
+        attempt=1,
+        accepted_attempt=1,
+        cells={
+            0: CellOutcome(ranks=[Outcome.NORMAL, Outcome.NORMAL]),
+            3: CellOutcome(errored=True),
+        },
+    ),
+    AttemptEnd(
+        step=5,
+        attempt=0,
+        accepted=False,
+        cells={1: CellOutcome(ranks=[Outcome.DISCARDED_SHOULD_RETRY])},
+    ),
+    CellReconfigured(step=6, quorum_id=3, source_cell=0, healed_cells=[1], alive_cells=[0, 1]),
+    CheckpointSaved(iteration=6, path="/ckpt/6", writers={"w-a": 17, "w-b": -1}, complete=True),
+    TrainerWeightChecksum(
+        step=6,
+        attempt=0,
+        when=ChecksumWhen.AFTER_HEAL,
+        cell=1,
+        rank=0,
+        hashes={"layer.weight": "ab12", "witness.head": "00ff"},
+        source_cell=0,
+    ),
+    EngineWeightChecksum(step=None, engines={0: {"w": "aa"}, 1: {"w": "ab"}}),
+    Metric(step=6, attempt=0, values={"loss": math.nan, "inf": math.inf, "neg": -math.inf}),
+    FaultInjected(step=7, attempt=0, mode=FaultMode.HANG, target="cell1.rank0", cell=1, rank=0),
+]
+
+
+def test_one_of_each_builtin_type():
+    assert {e.type for e in ONE_OF_EACH} == {t.name for t in default_registry}
+
+
+def _same(a: Event, b: Event) -> bool:
+    """Equality that treats NaN as equal to NaN."""
+    if isinstance(a, Metric) and isinstance(b, Metric):
+        return a.values.keys() == b.values.keys() and all(
+            (math.isnan(x) and math.isnan(b.values[k])) or x == b.values[k]
+            for k, x in a.values.items()
+        )
+    return a == b
+
+
+def test_every_event_type_round_trips_through_parquet(writer: EventWriter, tmp_path: Path):
+    seqs = [writer.log(e) for e in ONE_OF_EACH]
+    assert seqs == list(range(len(ONE_OF_EACH)))
+    writer.flush()
+    records = read_records(tmp_path)
+    assert [r.envelope.seq for r in records] == seqs
+    for logged, record in zip(ONE_OF_EACH, records, strict=True):
+        assert _same(logged, record.event), (logged, record.event)
+        assert record.envelope.source_kind == "trainer"
+        assert record.envelope.source_cell == 1
+        assert record.envelope.run_id == "test-run"
+
+
+def test_every_event_type_has_a_view_with_its_fields(writer: EventWriter, tmp_path: Path):
+    for e in ONE_OF_EACH:
+        writer.log(e)
+    writer.flush()
+    con = connect(tmp_path)
+    for event_type in default_registry:
+        rows = con.execute(f'SELECT * FROM "{event_type.name}"').fetchall()
+        assert len(rows) == 1, event_type.name
+        columns = [d[0] for d in con.execute(f'SELECT * FROM "{event_type.name}"').description]
+        for name, _ in event_type.fields:
+            assert name in columns
+
+
+def test_nan_inf_and_int_keyed_maps_in_sql(writer: EventWriter, tmp_path: Path):
+    for e in ONE_OF_EACH:
+        writer.log(e)
+    writer.flush()
+    con = connect(tmp_path)
+    values = dict(con.execute("SELECT name, value FROM metrics").fetchall())
+    assert math.isnan(values["loss"]) and values["inf"] == math.inf and values["neg"] == -math.inf
+    (errored,) = con.execute("SELECT cells[3].errored FROM step_end").fetchone()
+    assert errored is True
+    (hashes,) = con.execute("SELECT engines[1]['w'] FROM engine_weight_checksum").fetchone()
+    assert hashes == "ab"
+    (ids,) = con.execute("SELECT witness_ids.starts FROM witness_allocated").fetchone()
+    assert ids == [8, 0]
+
+
+def test_step_and_attempt_come_from_the_context(writer: EventWriter, tmp_path: Path):
+    with step_context(3, attempt=2):
+        writer.log(Metric(values={"a": 1.0}))
+        writer.log(Metric(step=9, values={"b": 1.0}))  # the event's own step wins
+    writer.log(Metric(values={"c": 1.0}))
+    writer.flush()
+    got = [(r.event.step, r.event.attempt) for r in read_records(tmp_path)]
+    assert got == [(3, 2), (9, 2), (None, None)]
+
+
+def test_step_bound_event_without_a_step_is_refused(writer: EventWriter):
+    with pytest.raises(ValueError, match="needs a step"):
+        writer.log(
+            WitnessSnapshot(cell=0, instance="x", nonzero_ids=IntRuns(), stale_ids=IntRuns())
+        )
+
+
+def test_events_are_strict_and_frozen():
+    with pytest.raises(ValueError):
+        Metric(values={"a": "1.0"})  # type: ignore[dict-item]
+    event = Metric(values={"a": 1.0})
+    with pytest.raises(ValueError):
+        event.values = {}  # type: ignore[misc]
