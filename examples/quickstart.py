@@ -42,7 +42,9 @@ def main(run_dir: str) -> None:
             )
             counter += 32
             loss = 2.0 * math.exp(-step / 3)
-            trainer.log(Metric(values={"loss": loss, "grad_norm": float("nan") if step == 3 else 1.0}))
+            trainer.log(
+                Metric(values={"loss": loss, "grad_norm": float("nan") if step == 3 else 1.0})
+            )
             driver.log(StepEnd(accepted_attempt=0, cells={0: CellOutcome(ranks=[Outcome.NORMAL])}))
         if step == 2:
             run.record_checkpoint(step, path=f"{run_dir}/ckpt-{step}")

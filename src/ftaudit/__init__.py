@@ -3,20 +3,37 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
-
-from ftaudit.eventlog.context import step_context
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import duckdb
+
+    from ftaudit.eventlog.context import step_context
 
 __all__ = ["connect", "step_context"]
 __version__ = "0.1.0"
 
 
 def connect(run_dir: str | os.PathLike[str], *, sandbox: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection over a run: a view per event type, ``events``, ``metrics`` and,
-    once the verifier is importable, the committed-history views."""
+    """A DuckDB connection over a run: a view per event type, ``events``, ``metrics``, the
+    checkpoint views and the committed-history views (``committed_steps``, ``timeline``,
+    ``lineage``, ``incarnations``, ``abandoned_events``)."""
     from ftaudit.eventlog.connect import connect as _connect
+    from ftaudit.verifier.views import create_history_views
 
-    return _connect(run_dir, sandbox=sandbox)
+    con = _connect(run_dir, sandbox=sandbox)
+    try:
+        create_history_views(con)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `import ftaudit` (and every CLI `--help`) does not load pyarrow/duckdb.
+    if name == "step_context":
+        from ftaudit.eventlog.context import step_context
+
+        return step_context
+    raise AttributeError(f"module 'ftaudit' has no attribute {name!r}")

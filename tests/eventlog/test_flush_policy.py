@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions, read_records, scan_run
 from ftaudit.errors import UnusableInputError
+from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions, read_records, scan_run
 
 
 def _writer(run_dir: Path, **options: object) -> EventWriter:
@@ -32,7 +32,7 @@ def _count(run_dir: Path) -> int:
         return 0
 
 
-def _wait_for(predicate, timeout: float = 10.0) -> bool:  # noqa: ANN001
+def _wait_for(predicate, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -13,6 +13,7 @@ import enum
 import itertools
 import types
 import typing
+from operator import attrgetter
 from typing import Any, Literal, Union, get_args, get_origin
 
 import pyarrow as pa
@@ -76,13 +77,13 @@ def arrow_type(annotation: Any) -> pa.DataType:
 
 
 def _mask(values: list[Any]) -> pa.Array | None:
-    if any(v is None for v in values):
+    if None in values:
         return pa.array([v is None for v in values], type=pa.bool_())
     return None
 
 
-def _offsets(lengths: list[int]) -> pa.Array:
-    return pa.array(list(itertools.accumulate(lengths, initial=0)), type=pa.int32())
+def _offsets(items: list[Any]) -> pa.Array:
+    return pa.array(list(itertools.accumulate(map(len, items), initial=0)), type=pa.int32())
 
 
 def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
@@ -98,24 +99,28 @@ def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
         return pa.array(values, type=typ)
     if origin in (list, tuple):
         mask = _mask(values)
-        items = [() if v is None else v for v in values]
+        items = values if mask is None else [() if v is None else v for v in values]
         flat = to_arrow(list(itertools.chain.from_iterable(items)), get_args(ann)[0])
-        offsets = _offsets([len(v) for v in items])
-        return pa.ListArray.from_arrays(offsets, flat, type=typ, mask=mask)
+        return pa.ListArray.from_arrays(_offsets(items), flat, type=typ, mask=mask)
     if origin is dict:
         key_ann, value_ann = get_args(ann)
         mask = _mask(values)
-        items = [{} if v is None else v for v in values]
-        keys = to_arrow(list(itertools.chain.from_iterable(d.keys() for d in items)), key_ann)
-        vals = to_arrow(list(itertools.chain.from_iterable(d.values() for d in items)), value_ann)
-        offsets = _offsets([len(d) for d in items])
-        return pa.MapArray.from_arrays(offsets, keys, vals, type=typ, mask=mask)
+        items = values if mask is None else [{} if v is None else v for v in values]
+        keys = to_arrow(list(itertools.chain.from_iterable(map(dict.keys, items))), key_ann)
+        vals = to_arrow(list(itertools.chain.from_iterable(map(dict.values, items))), value_ann)
+        return pa.MapArray.from_arrays(_offsets(items), keys, vals, type=typ, mask=mask)
     # a nested model: one child array per field
+    mask = _mask(values)
     children = [
-        to_arrow([None if v is None else getattr(v, name) for v in values], field_ann)
+        to_arrow(
+            list(map(attrgetter(name), values))
+            if mask is None
+            else [None if v is None else getattr(v, name) for v in values],
+            field_ann,
+        )
         for name, field_ann in model_fields(ann)
     ]
-    return pa.StructArray.from_arrays(children, fields=list(typ), mask=_mask(values))
+    return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
 
 
 def from_arrow(value: Any, annotation: Any) -> Any:

@@ -10,13 +10,15 @@ so a flush is atomic as a whole: a crash loses a whole unflushed tail, never par
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrow_schema import to_arrow
@@ -33,13 +35,9 @@ META_PREFIX = "ftaudit."
 Source = Driver | RolloutManager | Trainer | Engine
 
 
-class Pending(NamedTuple):
-    """One buffered event and what the writer knew when it was logged."""
-
-    event: Event
-    ts_us: int
-    step: int | None
-    attempt: int | None
+Pending = tuple[Event, int, int | None, int | None]
+"""One buffered event: (event, timestamp in microseconds, step, attempt). A plain tuple,
+because building it is on the training loop's path."""
 
 
 @dataclass(frozen=True)
@@ -116,34 +114,35 @@ def build_table(
     payload is one dense block with nulls above and below it.
     """
     n = len(batch)
-    order = sorted(range(n), key=lambda i: batch[i].event.type)
-    rows = [batch[i] for i in order]
-    seqs = [first_seq + i for i in order]
+    events_in_order = list(map(itemgetter(0), batch))
+    type_names = list(map(attrgetter("type"), events_in_order))
+    order = sorted(range(n), key=type_names.__getitem__)
+    rows = list(map(batch.__getitem__, order))
+    events_sorted = list(map(itemgetter(0), rows))
+    names = list(map(type_names.__getitem__, order))
     columns: list[pa.Array] = [
-        pa.array([p.event.type for p in rows], pa.string()),
-        pa.array([p.ts_us for p in rows], pa.int64()).cast(ENVELOPE_SCHEMA.field("ts").type),
+        pa.array(names, pa.string()),
+        pa.array(list(map(itemgetter(1), rows)), pa.int64()).cast(ENVELOPE_SCHEMA.field("ts").type),
         pa.repeat(pa.scalar(run_id, pa.string()), n),
         pa.repeat(pa.scalar(incarnation, pa.int64()), n),
         pa.repeat(pa.scalar(writer, pa.string()), n),
-        pa.array(seqs, pa.int64()),
-        pa.array([p.step for p in rows], pa.int64()),
-        pa.array([p.attempt for p in rows], pa.int64()),
+        pa.compute.add(pa.array(order, pa.int64()), first_seq),
+        pa.array(list(map(itemgetter(2), rows)), pa.int64()),
+        pa.array(list(map(itemgetter(3), rows)), pa.int64()),
         *_source_columns(source, n),
     ]
     fields = list(ENVELOPE_SCHEMA)
     types: list[str] = []
     start = 0
     while start < n:
-        name = rows[start].event.type
-        end = start
-        while end < n and rows[end].event.type == name:
-            end += 1
+        name = names[start]
+        end = bisect.bisect_right(names, name, lo=start)
         event_type = registry[name]
-        events = [p.event for p in rows[start:end]]
+        events = events_sorted[start:end]
         for (field_name, annotation), arrow_field in zip(
             event_type.fields, event_type.arrow_fields, strict=True
         ):
-            dense = to_arrow([getattr(e, field_name) for e in events], annotation)
+            dense = to_arrow(list(map(attrgetter(field_name), events)), annotation)
             columns.append(
                 pa.concat_arrays(
                     [pa.nulls(start, dense.type), dense, pa.nulls(n - end, dense.type)]

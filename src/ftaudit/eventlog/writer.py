@@ -32,7 +32,6 @@ log = logging.getLogger("ftaudit.eventlog")
 class WriterStats:
     """Counters a trainer can export; write errors are also visible to the verifier as gaps."""
 
-    events_logged: int = 0
     segments_written: int = 0
     write_errors: int = 0
     events_dropped: int = 0
@@ -79,7 +78,8 @@ class EventWriter:
         self.registry = registry
         self.writer_id = new_writer_id(source, incarnation)
         self.stats = WriterStats()
-        self._pid = os.getpid()
+        self._forked = False  # set in a forked child: its copy must not write as this writer
+        self._known: dict[type[Event], bool] = {}
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
         self._buffer: list[Pending] = []
@@ -103,34 +103,45 @@ class EventWriter:
         return self._durable_seq
 
     def log(self, event: Event) -> int:
-        """Buffer ``event`` and return its sequence number. Never blocks on I/O."""
+        """Buffer ``event`` and return its sequence number. Never blocks on I/O.
+
+        This is on the training loop's path, so it does the least it can: no validation
+        beyond a per-class check done once, no serialisation, one uncontended lock.
+        """
+        needs_step = self._known.get(type(event))
+        if needs_step is None:
+            needs_step = self._learn(type(event))
         step, attempt = event.step, event.attempt
         if step is None or attempt is None:
             ctx = _CURRENT.get()
             step = ctx.step if step is None else step
             attempt = ctx.attempt if attempt is None else attempt
-        if type(event).needs_step and (step is None or attempt is None):
-            raise ValueError(
-                f"{event.type} needs a step and an attempt: set them on the event "
-                "or log it inside ftaudit.step_context(step, attempt)"
-            )
-        if event.type not in self.registry:
-            raise ValueError(f"event type {event.type!r} is not registered")
-        if self._closed or os.getpid() != self._pid:
+            if needs_step and (step is None or attempt is None):
+                raise ValueError(
+                    f"{event.type} needs a step and an attempt: set them on the event "
+                    "or log it inside ftaudit.step_context(step, attempt)"
+                )
+        if self._closed or self._forked:
             self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
             return -1
         now = time.time_ns()
         with self._lock:
             seq = self._next_seq
-            self._next_seq += 1
-            self._buffer.append(Pending(event, now // 1000, step, attempt))
-            buffered = len(self._buffer)
+            self._next_seq = seq + 1
+            self._buffer.append((event, now // 1000, step, attempt))
             if self._oldest_ns is None:
                 self._oldest_ns = now
-        self.stats.events_logged += 1
-        if buffered >= self.options.flush_rows:
+            full = len(self._buffer) >= self.options.flush_rows
+        if full:
             self._wake.set()
         return seq
+
+    def _learn(self, cls: type[Event]) -> bool:
+        """First event of a class: check it is registered, remember whether it needs a step."""
+        if cls.model_fields["type"].default not in self.registry:
+            raise ValueError(f"event type {cls.model_fields['type'].default!r} is not registered")
+        self._known[cls] = cls.needs_step
+        return cls.needs_step
 
     def flush(self) -> int:
         """Make every event logged so far durable; return the last durable sequence number."""
@@ -243,12 +254,21 @@ def _on_sigterm(signum: int, frame: object) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _disown_after_fork() -> None:
+    # The child inherits writer objects but not their flusher threads; writing under the
+    # parent's writer id would interleave two sequences in one name.
+    for writer in list(_open_writers):
+        writer._forked = True
+    _open_writers.clear()
+
+
 def _install_exit_hooks() -> None:
     global _hooks_installed
     if _hooks_installed:
         return
     _hooks_installed = True
     atexit.register(flush_all)
+    os.register_at_fork(after_in_child=_disown_after_fork)
     if threading.current_thread() is threading.main_thread():
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)

@@ -1,0 +1,31 @@
+"""``ftaudit``: the umbrella command. Each subcommand lives in its own module.
+
+To add a command, write ``ftaudit/cli/<name>_cmd.py`` with a typer-style function whose
+module imports only typer at the top (heavy imports go inside the function), and register
+it below with one line. ``ftaudit --help`` must stay instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ftaudit.cli import demo_cmd, sql_cmd, verify_cmd
+from ftaudit.cli.terminal import run_app
+
+app = typer.Typer(
+    name="ftaudit",
+    help="Prove that a fault-tolerant training run trained every sample exactly once.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+# One line per command (later: demo, show, report, compact, synth, compare).
+app.command("verify")(verify_cmd.verify)
+app.command("sql")(sql_cmd.sql)
+app.command("demo")(demo_cmd.demo)
+
+
+def main() -> None:
+    """Entry point of the ``ftaudit`` script."""
+    run_app(app, "ftaudit")

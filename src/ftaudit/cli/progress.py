@@ -1,0 +1,62 @@
+"""The progress display of ``ft-verify``: on stderr, and only when stderr is a terminal.
+
+A pipe or a CI log gets no progress at all (no carriage-return spam); a person at a
+terminal sees which rule runs and how far the verifier is. The bar is transient: it is
+erased when verification ends, so the report that follows stands alone.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from ftaudit.cli.terminal import color_enabled
+
+Progress = Callable[[str], None]
+"""The verifier's callback: ``progress(what)`` is called as each phase (reading, a rule) starts."""
+
+
+def wanted() -> bool:
+    """Progress only for a person: stderr must be a terminal."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+@contextmanager
+def progress_display(enabled: bool, phases: int) -> Iterator[Progress | None]:
+    """Yield a callback drawing a bar of ``phases`` steps on stderr, or None if not ``enabled``.
+
+    Each call starts the next phase, so the bar shows how many phases have finished.
+    """
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.progress import Progress as Bar
+
+    console = Console(file=sys.stderr, no_color=not color_enabled(sys.stderr))
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Bar(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("verifying", total=max(phases, 1))
+        started = 0
+
+        def update(what: str) -> None:
+            nonlocal started
+            bar.update(task, completed=min(started, phases), description=what)
+            started += 1
+
+        yield update

@@ -1,0 +1,126 @@
+"""Talking to the terminal: stdout carries data, stderr carries talk, failures go via abort.
+
+Every command writes its result (a report, query rows) with :func:`emit` and everything
+else (progress, summaries, errors) to stderr; every failure ends in :func:`abort`, which
+prints one line and raises ``typer.Exit``, so no traceback ever reaches a user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, NoReturn, TypeVar
+
+import typer
+
+from ftaudit.cli import exit_codes
+
+T = TypeVar("T")
+
+DEBUG_ENV = "FTAUDIT_DEBUG"
+"""Set to 1 to see the traceback of an internal error instead of its one-line summary."""
+
+DEFAULT_WIDTH = 100
+"""Report width when stdout is not a terminal and ``COLUMNS`` is unset."""
+
+
+def one_line(message: str) -> str:
+    """A message squeezed to one line: DuckDB's caret context (``LINE 1: ...``) dropped."""
+    lines = []
+    for line in str(message).splitlines():
+        if line.startswith("LINE "):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    return " ".join(lines) or "unknown error"
+
+
+def say(message: str) -> None:
+    """One line of talk on stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def abort(message: str, code: int) -> NoReturn:
+    """Print ``error: MESSAGE`` as one line on stderr and exit with ``code``."""
+    say(f"error: {one_line(message)}")
+    raise typer.Exit(code)
+
+
+def guarded(action: Callable[[], T], *, ftaudit_code: int = exit_codes.UNUSABLE) -> T:
+    """Run ``action``; turn an ftaudit error into ``abort(..., ftaudit_code)``.
+
+    Anything else is a bug in ftaudit: it is reported as one line with exit code 2
+    (``FTAUDIT_DEBUG=1`` shows the traceback). ``typer.Exit`` passes through untouched.
+    """
+    from ftaudit.errors import FtauditError
+
+    try:
+        return action()
+    except typer.Exit:
+        raise
+    except FtauditError as exc:
+        message, code = str(exc), ftaudit_code
+    except KeyboardInterrupt:
+        message, code = "interrupted", exit_codes.INTERRUPTED
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        message, code = internal_error(exc), exit_codes.UNUSABLE
+    abort(message, code)
+
+
+def internal_error(exc: BaseException) -> str:
+    return (
+        f"internal error: {type(exc).__name__}: {exc} "
+        f"(set {DEBUG_ENV}=1 to see the traceback, and please report it)"
+    )
+
+
+def run_app(app: typer.Typer, prog_name: str) -> None:
+    """Run a typer app as a script: the last net under every command.
+
+    Typer turns ``typer.Exit`` into ``SystemExit`` (not an ``Exception``), so exit codes
+    pass through; any other exception escaping a command (an import error in a broken
+    install, a bug) becomes one line on stderr and exit code 2, never a traceback.
+    """
+    try:
+        app(prog_name=prog_name)
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        say(f"error: {one_line(internal_error(exc))}")
+        sys.exit(exit_codes.UNUSABLE)
+
+
+def color_enabled(stream: IO[str]) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def output_width(stream: IO[str]) -> int:
+    """The terminal's width, else ``COLUMNS``, else :data:`DEFAULT_WIDTH`."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty and isatty():
+        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    try:
+        return max(int(os.environ["COLUMNS"]), 40)
+    except (KeyError, ValueError):
+        return DEFAULT_WIDTH
+
+
+def emit(text: str, output: Path | None) -> None:
+    """The command's result: to ``output`` when given, else to stdout."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        abort(f"cannot write {output}: {exc.strerror or exc}", exit_codes.UNUSABLE)

@@ -1,0 +1,108 @@
+"""``ft-verify RUN_DIR`` (also ``ftaudit verify``): run the rules, print a report, exit 0/1/2."""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ftaudit.cli import exit_codes
+from ftaudit.cli.terminal import (
+    DEFAULT_WIDTH,
+    color_enabled,
+    emit,
+    guarded,
+    output_width,
+    run_app,
+    say,
+)
+
+
+class ReportFormat(StrEnum):
+    """The report formats (mirrors ``ftaudit.verifier.render.FORMATS``, kept light here)."""
+
+    TEXT = "text"
+    JSON = "json"
+    JUNIT = "junit"
+    MARKDOWN = "markdown"
+
+
+def verify(
+    run_dir: Annotated[
+        Path,
+        typer.Argument(metavar="RUN_DIR", help="The run directory (the folder holding events/)."),
+    ],
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option("--format", "-f", help="Report format.", case_sensitive=False),
+    ] = ReportFormat.TEXT,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", metavar="FILE", help="Write the report to FILE instead of stdout."
+        ),
+    ] = None,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            metavar="CODE_OR_NAME",
+            help="Run only this rule (code or name, e.g. FT004); repeatable.",
+        ),
+    ] = None,
+    skip_rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--skip-rule",
+            metavar="CODE_OR_NAME",
+            help="Do not run this rule (code or name); repeatable.",
+        ),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Warnings fail too (exit 1), not only errors.")
+    ] = False,
+) -> None:
+    """Verify that a run trained every sample exactly once.
+
+    Exit codes: 0 all rules hold, 1 violations, 2 could not verify (unusable input).
+    """
+    from ftaudit.cli.progress import progress_display, wanted
+    from ftaudit.verifier import select_rules
+    from ftaudit.verifier import verify as run_verify
+    from ftaudit.verifier.render import render
+
+    select, skip = rule or None, tuple(skip_rule or ())
+    rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
+    with progress_display(wanted(), phases=len(rules) + 1) as progress:
+        report = guarded(lambda: run_verify(run_dir, select=select, skip=skip, progress=progress))
+
+    to_terminal = output is None and fmt is ReportFormat.TEXT
+    text = render(
+        report,
+        fmt.value,
+        strict=strict,
+        color=to_terminal and color_enabled(sys.stdout),
+        width=output_width(sys.stdout) if output is None else DEFAULT_WIDTH,
+    )
+    emit(text, output)
+    if not to_terminal:
+        from ftaudit.verifier.render.describe import summarize
+
+        where = f"; {fmt.value} report in {output}" if output is not None else ""
+        say(f"ft-verify: {summarize(report, strict=strict).headline()}{where}")
+    raise typer.Exit(exit_codes.OK if report.passed(strict=strict) else exit_codes.VIOLATIONS)
+
+
+def build_app() -> typer.Typer:
+    """``ft-verify`` as a one-command typer app."""
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(name="ft-verify")(verify)
+    return app
+
+
+def main() -> None:
+    """Entry point of the ``ft-verify`` script."""
+    run_app(build_app(), "ft-verify")

@@ -1,0 +1,250 @@
+"""What the rules share about one run: its history and allocations, loaded once.
+
+Rules ask the :class:`RunContext` instead of querying the same tables again; each
+property runs one query through the session on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.verifier.session import Session
+
+StepKey = tuple[int, int, int]
+"""(incarnation, step, attempt): one attempt of a step in one incarnation."""
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell's outcome in an attempt, as the driver logged it."""
+
+    errored: bool
+    ranks: tuple[str, ...]
+
+    @property
+    def all_normal(self) -> bool:
+        return not self.errored and bool(self.ranks) and all(r == "normal" for r in self.ranks)
+
+    @property
+    def discarded(self) -> bool:
+        return not self.errored and "discarded_should_retry" in self.ranks
+
+
+def parse_cells(value: Any) -> dict[int, CellResult]:
+    """A ``cells`` map column (a list of key/value pairs from Arrow) as a dict."""
+    items = value.items() if isinstance(value, dict) else (value or [])
+    return {
+        int(k): CellResult(bool(v.get("errored")), tuple(v.get("ranks") or ())) for k, v in items
+    }
+
+
+@dataclass(frozen=True)
+class CommittedStep:
+    step: int
+    attempt: int
+    incarnation: int
+    cells: dict[int, CellResult]
+
+    @property
+    def key(self) -> StepKey:
+        return (self.incarnation, self.step, self.attempt)
+
+    def normal_cells(self) -> list[int]:
+        return sorted(c for c, r in self.cells.items() if r.all_normal)
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    incarnation: int
+    resumed_iteration: int | None
+    resumed_incarnation: int | None
+    buffer_size: int | None
+    dataset_size: int | None
+    deterministic_order: bool | None
+    starts: int
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One logged allocation: counter positions ``[start, counter_after)``."""
+
+    index: int
+    incarnation: int
+    step: int
+    attempt: int
+    num_ids: int
+    counter_after: int
+    witness_ids: IntRuns
+    sample_indices: IntRuns
+    stale_ids: IntRuns
+    seq: int
+    writer: str
+    segment: str
+
+    @property
+    def start(self) -> int:
+        return self.counter_after - self.num_ids
+
+    @property
+    def key(self) -> StepKey:
+        return (self.incarnation, self.step, self.attempt)
+
+    def samples_at(self, positions: np.ndarray) -> np.ndarray:
+        """The sample index trained by each counter position (all inside this allocation)."""
+        return runs_at(self.sample_indices, positions - self.start)
+
+
+def runs_at(runs: IntRuns, offsets: np.ndarray) -> np.ndarray:
+    """The values at ``offsets`` of the sequence ``runs`` stands for, without expanding it."""
+    if not runs.starts:
+        return np.empty(0, dtype=np.int64)
+    lengths = np.asarray(runs.lengths, dtype=np.int64)
+    firsts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    run = np.searchsorted(firsts, offsets, side="right") - 1
+    return np.asarray(runs.starts, dtype=np.int64)[run] + (offsets - firsts[run])
+
+
+def _runs(value: dict[str, list[int]] | None) -> IntRuns:
+    if value is None:
+        return IntRuns()
+    return IntRuns(starts=list(value["starts"] or []), lengths=list(value["lengths"] or []))
+
+
+class RunContext:
+    """The run as the rules see it: history, incarnations, allocations."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def scan(self):  # type: ignore[no-untyped-def]
+        return self.session.scan
+
+    def rows(self, sql: str, params: list[Any] | tuple[Any, ...] = (), *, label: str = "") -> list:
+        return self.session.rows(sql, params, label=label)
+
+    @cached_property
+    def incarnations(self) -> dict[int, Incarnation]:
+        rows = self.rows(
+            """SELECT incarnation, min(resumed_from.iteration) AS ri,
+                      min(resumed_from.incarnation) AS rinc, max(buffer_size) AS b,
+                      max(dataset_size) AS n, bool_or(deterministic_order) AS det,
+                      count(*) AS starts
+               FROM run_started GROUP BY incarnation ORDER BY incarnation""",
+            label="incarnations",
+        )
+        return {
+            r["incarnation"]: Incarnation(
+                r["incarnation"],
+                r["ri"],
+                r["rinc"],
+                r["b"],
+                r["n"],
+                r["det"],
+                r["starts"],
+            )
+            for r in rows
+        }
+
+    @cached_property
+    def final(self) -> Incarnation | None:
+        return self.incarnations[max(self.incarnations)] if self.incarnations else None
+
+    @cached_property
+    def buffer_size(self) -> int | None:
+        """The ring size: the final incarnation's (FT003 checks that all agree)."""
+        sizes = [i.buffer_size for i in self.incarnations.values() if i.buffer_size]
+        return sizes[-1] if sizes else None
+
+    @cached_property
+    def dataset_size(self) -> int | None:
+        sizes = [i.dataset_size for i in self.incarnations.values() if i.dataset_size]
+        return sizes[-1] if sizes else None
+
+    @cached_property
+    def deterministic_order(self) -> bool | None:
+        """What the incarnations declared; the latest declaration wins."""
+        declared = [
+            i.deterministic_order
+            for i in self.incarnations.values()
+            if i.deterministic_order is not None
+        ]
+        return declared[-1] if declared else None
+
+    @cached_property
+    def committed(self) -> list[CommittedStep]:
+        rows = self.rows(
+            "SELECT step, attempt, incarnation, cells FROM committed_steps "
+            "ORDER BY step, incarnation, seq",
+            label="committed steps",
+        )
+        return [
+            CommittedStep(r["step"], r["attempt"], r["incarnation"], parse_cells(r["cells"]))
+            for r in rows
+        ]
+
+    @cached_property
+    def committed_keys(self) -> set[StepKey]:
+        return {s.key for s in self.committed}
+
+    @cached_property
+    def allocations(self) -> list[Allocation]:
+        """Every logged allocation, duplicates (the same allocation logged twice) merged,
+        in the order the allocator made them: by incarnation, then sequence number."""
+        rows = self.rows(
+            """SELECT incarnation, step, attempt, num_ids, counter_after, witness_ids,
+                      sample_indices, stale_ids, min(seq) AS seq, min(writer) AS writer,
+                      min(segment) AS segment
+               FROM witness_allocated GROUP BY ALL
+               ORDER BY incarnation, writer, seq""",
+            label="allocations",
+        )
+        return [
+            Allocation(
+                index=i,
+                incarnation=r["incarnation"],
+                step=r["step"],
+                attempt=r["attempt"],
+                num_ids=r["num_ids"],
+                counter_after=r["counter_after"],
+                witness_ids=_runs(r["witness_ids"]),
+                sample_indices=_runs(r["sample_indices"]),
+                stale_ids=_runs(r["stale_ids"]),
+                seq=r["seq"],
+                writer=r["writer"],
+                segment=r["segment"],
+            )
+            for i, r in enumerate(rows)
+        ]
+
+    def describe_key(self, key: StepKey) -> str:
+        """``step 5 attempt 1 of incarnation 0 (retried)``: where a key sits in the history."""
+        inc, step, attempt = key
+        status = self.status_of(key)
+        return f"step {step} attempt {attempt} of incarnation {inc} ({status})"
+
+    @cached_property
+    def _statuses(self) -> dict[StepKey, str]:
+        rows = self.rows(
+            "SELECT incarnation, step, attempt, status FROM timeline", label="timeline"
+        )
+        return {(r["incarnation"], r["step"], r["attempt"]): r["status"] for r in rows}
+
+    def status_of(self, key: StepKey) -> str:
+        return self._statuses.get(key, "unknown")
+
+    def describe_samples(self, samples: np.ndarray, limit: int = 12) -> str:
+        """Sample indices in words; with a dataset size, the epoch and item of each."""
+        shown = [int(s) for s in samples[:limit]]
+        n = self.dataset_size
+        if n:
+            text = ", ".join(f"{s} (epoch {s // n} item {s % n})" for s in shown)
+        else:
+            text = ", ".join(str(s) for s in shown)
+        more = f", ... {samples.size - limit} more" if samples.size > limit else ""
+        return f"[{text}{more}]"

@@ -1,0 +1,27 @@
+"""The rule registry: every rule of SPEC §6, one module each, in code order.
+
+Codes are stable and never reused: a retired rule keeps its number out of circulation.
+"""
+
+from __future__ import annotations
+
+from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.ft001_log_integrity import LogIntegrity
+from ftaudit.verifier.rules.ft002_step_continuity import StepContinuity
+from ftaudit.verifier.rules.ft003_allocator_replay import AllocatorReplay
+from ftaudit.verifier.rules.ft004_witness_exactly_once import WitnessExactlyOnce
+from ftaudit.verifier.rules.ft005_sample_exactly_once import SampleExactlyOnce
+from ftaudit.verifier.rules.ft006_checksums import Checksums
+from ftaudit.verifier.rules.ft007_engine_checksums import EngineChecksums
+
+RULES: tuple[Rule, ...] = (
+    LogIntegrity(),
+    StepContinuity(),
+    AllocatorReplay(),
+    WitnessExactlyOnce(),
+    SampleExactlyOnce(),
+    Checksums(),
+    EngineChecksums(),
+)
+
+__all__ = ["RULES", "Outcome", "Rule"]

@@ -1,0 +1,71 @@
+"""What every rule is: a stable code, a name, a default severity and a check."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from ftaudit.verifier.findings import Location, Severity, Violation
+
+if TYPE_CHECKING:
+    from ftaudit.verifier.context import RunContext
+
+MAX_IDS = 200
+"""A violation lists at most this many ids; ``id_count`` says how many there were."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one rule found: how many things it looked at, and what was wrong."""
+
+    checked: int
+    violations: tuple[Violation, ...] = ()
+
+
+class Rule(ABC):
+    """One invariant of SPEC §6. Subclasses set ``code``, ``name``, ``severity``, ``check``.
+
+    The class docstring is the rule's documentation: its first line is the invariant,
+    its body shows a failing and a passing event sequence (``docs/rules.md`` is built
+    from it).
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity] = Severity.ERROR
+
+    @abstractmethod
+    def check(self, ctx: RunContext) -> Outcome:
+        """Look at the run and return the violations of this rule."""
+
+    def violation(
+        self,
+        message: str,
+        *,
+        location: Location | None = None,
+        ids: Sequence[int] = (),
+        sample_indices: Sequence[int] = (),
+        id_count: int | None = None,
+        severity: Severity | None = None,
+    ) -> Violation:
+        """A violation of this rule; id lists are cut to :data:`MAX_IDS`."""
+        count = id_count if id_count is not None else len(ids)
+        return Violation(
+            code=self.code,
+            severity=severity or self.severity,
+            message=message,
+            location=location or Location(),
+            ids=tuple(int(i) for i in ids[:MAX_IDS]),
+            sample_indices=tuple(int(i) for i in sample_indices[:MAX_IDS]),
+            id_count=count if ids else None,
+        )
+
+    @property
+    def summary(self) -> str:
+        """The invariant: the first line of the docstring."""
+        return (self.__doc__ or "").strip().splitlines()[0]
+
+    def __repr__(self) -> str:
+        return f"<{self.code} {self.name}>"

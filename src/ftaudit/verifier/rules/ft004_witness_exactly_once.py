@@ -1,0 +1,392 @@
+"""FT004 witness-exactly-once."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.ownership import Owners, resolve
+from ftaudit.verifier.ring import keep_size, position_of
+from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.spans import Spans
+
+SNAPSHOT_GROUPS = """
+    SELECT w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids,
+           list(w.cell ORDER BY w.cell, w.source_rank, w.instance) AS cells,
+           list(w.source_rank ORDER BY w.cell, w.source_rank, w.instance) AS ranks,
+           list(w.instance ORDER BY w.cell, w.source_rank, w.instance) AS instances,
+           min(w.segment) AS segment
+    FROM witness_snapshot w
+    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps) c
+      USING (incarnation, step, attempt)
+    GROUP BY w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids"""
+"""Committed snapshots, identical contents merged: in a healthy run every cell and rank
+sees the whole global batch, so a step is usually one comparison, not one per rank."""
+
+EXCUSED = """
+    WITH adv AS (
+        SELECT incarnation, step, attempt, unnest(witness_ids) AS id,
+               unnest(token_counts) AS tokens, unnest(all_zero) AS zero
+        FROM sample_advantage_summary)
+    SELECT DISTINCT a.incarnation, a.counter_after, a.num_ids, adv.id
+    FROM adv JOIN witness_allocated a USING (incarnation, step, attempt)
+    WHERE adv.tokens > 0 AND adv.zero AND a.num_ids > 0"""
+"""Witness ids whose sample had all-zero advantage, joined to the allocation of the same
+attempt: excused only while that allocation is the id's most recent one."""
+
+
+@dataclass(frozen=True)
+class _Group:
+    key: StepKey
+    nonzero: Spans
+    stale: Spans
+    members: tuple[tuple[int, int | None, str], ...]
+    """(cell, rank, instance) of every snapshot with this content."""
+    segment: str
+
+
+class WitnessExactlyOnce(Rule):
+    """Every committed sample's witness id is nonzero in every normal cell, and nothing else is.
+
+    Per committed step, per cell whose ranks were all normal, per snapshot instance:
+    ``nonzero - stale == expected``, where a slot is expected iff its most recent
+    allocation in counter order (among every allocation up to this step's, any attempt
+    or incarnation) is in the committed history, minus stale slots, minus slots whose
+    sample had all-zero advantage (non-empty tokens) at that allocation. A missing id is
+    a sample whose gradient never reached the weights; an extra id is abandoned work (a
+    retried attempt, a rolled-back incarnation) that leaked into them. A normal cell
+    without a snapshot is a violation too.
+
+    Fails (B = 10, one cell)::
+
+        step 0 attempt 0: witness_allocated ids [0, 1, 2] samples [0, 1, 2]
+        step 0 attempt 0: witness_snapshot cell 0 chunk0.head nonzero [0, 2]
+        step 0: step_end accepted 0, cell 0 normal
+        -> FT004: 1 sample trained in step 0 never reached cell 0: id [1] = sample [1]
+
+    Passes::
+
+        ... witness_snapshot cell 0 chunk0.head nonzero [0, 1, 2]
+    """
+
+    code = "FT004"
+    name = "witness-exactly-once"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        allocations = ctx.allocations
+        B = ctx.buffer_size
+        groups = self._groups(ctx)
+        if not allocations and not groups:
+            return Outcome(checked=0)
+        if B is None:
+            return Outcome(1, (self.violation("witness events but no run_started buffer size"),))
+        index = _Index(ctx, allocations, B)
+        instances = self._instances(ctx)
+        by_key: dict[StepKey, list[_Group]] = defaultdict(list)
+        for g in groups:
+            by_key[g.key].append(g)
+        violations: list[Violation] = []
+        checked = 0
+        for step in ctx.committed:
+            normal = set(step.normal_cells())
+            step_groups = by_key.get(step.key, [])
+            violations += self._absent(step, normal, step_groups, instances)
+            if not step_groups:
+                continue
+            window = index.window(step)
+            if window is None:
+                violations.append(
+                    self.violation(
+                        f"step {step.step} attempt {step.attempt} logged witness snapshots but "
+                        "no witness allocation: the witness cannot be checked",
+                        location=Location(step.step, step.attempt, step.incarnation),
+                    )
+                )
+                continue
+            for g in step_groups:
+                members = [m for m in g.members if m[0] in normal]
+                if not members:
+                    continue
+                checked += len(members)
+                violations += self._compare(ctx, index, window, step, g, members)
+        return Outcome(checked, tuple(violations))
+
+    # -- inputs -------------------------------------------------------------------------
+    def _groups(self, ctx: RunContext) -> list[_Group]:
+        out = []
+        for r in ctx.rows(SNAPSHOT_GROUPS, label="FT004 snapshots"):
+            out.append(
+                _Group(
+                    key=(r["incarnation"], r["step"], r["attempt"]),
+                    nonzero=_spans(r["nonzero_ids"]),
+                    stale=_spans(r["stale_ids"]),
+                    members=tuple(zip(r["cells"], r["ranks"], r["instances"], strict=True)),
+                    segment=r["segment"],
+                )
+            )
+        return out
+
+    def _instances(self, ctx: RunContext) -> list[str]:
+        rows = ctx.rows(
+            "SELECT DISTINCT instance FROM witness_snapshot ORDER BY instance",
+            label="FT004 instances",
+        )
+        return [r["instance"] for r in rows]
+
+    # -- checks -------------------------------------------------------------------------
+    def _absent(
+        self,
+        step: CommittedStep,
+        normal: set[int],
+        groups: list[_Group],
+        instances: list[str],
+    ) -> list[Violation]:
+        present: dict[int, set[str]] = defaultdict(set)
+        for g in groups:
+            for cell, _, instance in g.members:
+                present[cell].add(instance)
+        out = []
+        for cell in sorted(normal):
+            where = Location(step.step, step.attempt, step.incarnation, cell=cell)
+            if not present[cell]:
+                out.append(
+                    self.violation(
+                        f"cell {cell} was normal in step {step.step} (attempt {step.attempt}) "
+                        "but logged no witness snapshot: its training cannot be verified",
+                        location=where,
+                    )
+                )
+                continue
+            for instance in instances:
+                if instance not in present[cell]:
+                    out.append(
+                        self.violation(
+                            f"cell {cell} logged no snapshot of {instance} in step {step.step} "
+                            f"(attempt {step.attempt}) although it was normal",
+                            location=Location(
+                                step.step,
+                                step.attempt,
+                                step.incarnation,
+                                cell=cell,
+                                instance=instance,
+                            ),
+                        )
+                    )
+        return out
+
+    def _compare(
+        self,
+        ctx: RunContext,
+        index: _Index,
+        window: _Window,
+        step: CommittedStep,
+        group: _Group,
+        members: list[tuple[int, int | None, str]],
+    ) -> list[Violation]:
+        expected = window.expected_slots - group.stale
+        observed = group.nonzero - group.stale
+        missing = expected - observed
+        extra = observed - expected
+        if not missing and not extra:
+            return []
+        out = []
+        by_place: dict[tuple[int, str], list[int | None]] = defaultdict(list)
+        for cell, rank, instance in members:
+            by_place[(cell, instance)].append(rank)
+        for (cell, instance), ranks in sorted(by_place.items()):
+            rank = ranks[0] if len(ranks) == 1 else None
+            where = Location(
+                step.step,
+                step.attempt,
+                step.incarnation,
+                cell=cell,
+                rank=rank,
+                instance=instance,
+                segment=group.segment,
+            )
+            place = f"cell {cell} ({instance}, {_ranks(ranks)})"
+            if missing:
+                out.append(self._missing(ctx, index, window, step, missing, place, where))
+            if extra:
+                out.append(self._extra(ctx, index, window, step, extra, place, where))
+        return out
+
+    def _missing(
+        self,
+        ctx: RunContext,
+        index: _Index,
+        window: _Window,
+        step: CommittedStep,
+        missing: Spans,
+        place: str,
+        where: Location,
+    ) -> Violation:
+        ids = missing.head(MAX_IDS)
+        positions = position_of(ids, window.lo, index.B)
+        samples, steps = index.samples(window.owners, positions)
+        n = len(missing)
+        trained = f"step {_list(steps)}" if steps else "committed steps"
+        seen = (
+            f" (seen after step {step.step}, attempt {step.attempt})"
+            if steps != [step.step]
+            else f" (attempt {step.attempt})"
+        )
+        return self.violation(
+            f"{n} sample{'s' if n != 1 else ''} trained in {trained} never reached the weights "
+            f"of {place}{seen}: witness ids {missing.describe()} = samples "
+            f"{ctx.describe_samples(samples)}; their gradient was lost",
+            location=where,
+            ids=ids.tolist(),
+            sample_indices=samples.tolist(),
+            id_count=n,
+        )
+
+    def _extra(
+        self,
+        ctx: RunContext,
+        index: _Index,
+        window: _Window,
+        step: CommittedStep,
+        extra: Spans,
+        place: str,
+        where: Location,
+    ) -> Violation:
+        ids = extra.head(MAX_IDS)
+        positions = position_of(ids, window.lo, index.B)
+        inside = positions < window.hi
+        owners = np.full(ids.shape, -1, dtype=np.int64)
+        owners[inside] = window.owners.owner_of(positions[inside])
+        reasons = []
+        never = ids[owners < 0]
+        if never.size:
+            reasons.append(
+                f"ids {Spans.from_ids(never).describe()} were never allocated in the active window"
+            )
+        samples: list[int] = []
+        leaked = bool(never.size)
+        for owner in sorted(set(owners[owners >= 0].tolist())):
+            alloc = index.allocations[owner]
+            mine = owners == owner
+            s = alloc.samples_at(positions[mine])
+            samples += s.tolist()
+            if index.committed[owner]:
+                how = "zero-advantage samples, which should leave no trace"
+            else:
+                how = "abandoned work"
+                leaked = True
+            reasons.append(
+                f"ids {Spans.from_ids(ids[mine]).describe()} = samples "
+                f"{ctx.describe_samples(s)} were last allocated by "
+                f"{ctx.describe_key(alloc.key)} ({how})"
+            )
+        n = len(extra)
+        return self.violation(
+            f"{n} witness id{'s' if n != 1 else ''} nonzero in {place} after step {step.step} "
+            f"(attempt {step.attempt}) should be zero: "
+            + "; ".join(reasons)
+            + ("; work outside the committed history leaked into the weights" if leaked else ""),
+            location=where,
+            ids=ids.tolist(),
+            sample_indices=samples,
+            id_count=n,
+        )
+
+
+@dataclass(frozen=True)
+class _Window:
+    lo: int
+    hi: int
+    owners: Owners
+    expected_slots: Spans
+
+
+class _Index:
+    """Allocations as arrays, for cutting the active window of each committed step."""
+
+    def __init__(self, ctx: RunContext, allocations: list[Allocation], B: int) -> None:
+        self.B = B
+        self.keep = keep_size(B)
+        self.allocations = allocations
+        n = len(allocations)
+        self.start = np.fromiter((a.start for a in allocations), np.int64, n)
+        self.end = np.fromiter((a.counter_after for a in allocations), np.int64, n)
+        self.inc = np.fromiter((a.incarnation for a in allocations), np.int64, n)
+        keys = ctx.committed_keys
+        self.committed = np.fromiter((a.key in keys for a in allocations), bool, n)
+        self.recency = np.arange(n, dtype=np.int64)  # allocations come in (incarnation, seq)
+        self.by_end = np.argsort(self.end, kind="stable")
+        self.end_sorted = self.end[self.by_end]
+        self.counter_of: dict[StepKey, int] = {}
+        for a in allocations:
+            self.counter_of[a.key] = max(self.counter_of.get(a.key, 0), a.counter_after)
+        self._load_excused(ctx)
+
+    def _load_excused(self, ctx: RunContext) -> None:
+        table = ctx.session.query(EXCUSED, label="FT004 zero-advantage ids")
+        inc = table.column("incarnation").to_numpy(zero_copy_only=False).astype(np.int64)
+        after = table.column("counter_after").to_numpy(zero_copy_only=False).astype(np.int64)
+        num = table.column("num_ids").to_numpy(zero_copy_only=False).astype(np.int64)
+        ids = table.column("id").to_numpy(zero_copy_only=False).astype(np.int64)
+        start = after - num
+        pos = start + (ids - start) % self.B
+        valid = (ids >= 0) & (ids < self.B) & (pos < after)
+        order = np.argsort(pos[valid], kind="stable")
+        self.exc_pos = pos[valid][order]
+        self.exc_inc = inc[valid][order]
+        self.exc_after = after[valid][order]
+
+    def window(self, step: CommittedStep) -> _Window | None:
+        hi = self.counter_of.get(step.key)
+        if hi is None:
+            return None
+        lo = hi - min(self.keep, hi)
+        a, b = np.searchsorted(self.end_sorted, [lo, hi], side="right")
+        cand = self.by_end[a:b]
+        cand = cand[self.inc[cand] <= step.incarnation]
+        owners = resolve(cand, self.start[cand], self.end[cand], self.recency[cand], lo, hi)
+        expected = owners.spans(self.committed[owners.owner])
+        i, j = np.searchsorted(self.exc_pos, [lo, hi], side="left")
+        if j > i:
+            pos = self.exc_pos[i:j]
+            own = owners.owner_of(pos)
+            safe = np.maximum(own, 0)
+            mine = (
+                (own >= 0)
+                & (self.end[safe] == self.exc_after[i:j])
+                & (self.inc[safe] == self.exc_inc[i:j])
+            )
+            expected = expected - Spans.from_ids(pos[mine])
+        return _Window(lo, hi, owners, expected.modulo(self.B))
+
+    def samples(self, owners: Owners, positions: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """Sample indices of positions, and the steps that allocated them."""
+        own = owners.owner_of(positions)
+        samples = np.full(positions.shape, -1, dtype=np.int64)
+        steps = []
+        for owner in sorted(set(own[own >= 0].tolist())):
+            mine = own == owner
+            samples[mine] = self.allocations[owner].samples_at(positions[mine])
+            steps.append(self.allocations[owner].step)
+        return samples, sorted(set(steps))
+
+
+def _spans(value: dict[str, list[int]] | None) -> Spans:
+    if not value or not value["starts"]:
+        return Spans.empty()
+    starts = np.asarray(value["starts"], dtype=np.int64)
+    return Spans.of(starts, starts + np.asarray(value["lengths"], dtype=np.int64))
+
+
+def _ranks(ranks: list[int | None]) -> str:
+    known = sorted(r for r in ranks if r is not None)
+    if len(known) == 1:
+        return f"rank {known[0]}"
+    return f"ranks {_list(known)}"
+
+
+def _list(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)

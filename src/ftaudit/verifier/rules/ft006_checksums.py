@@ -1,0 +1,245 @@
+"""FT006 checksums."""
+
+from __future__ import annotations
+
+from ftaudit.eventlog.registry import default_registry
+from ftaudit.eventlog.sql import ident
+from ftaudit.eventlog.views import SEGMENTS
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.rules.base import Outcome, Rule
+
+# The payload field ``source_cell`` shares its name with the envelope's ``source_cell``
+# (the writer's cell), so the type view cannot show both under that name: read the heal
+# source from the segment column the registry names.
+_HEAL_SOURCE_COLUMN = default_registry["trainer_weight_checksum"].column("source_cell")
+
+HAS_COLUMN = """
+    SELECT count(*) AS n FROM information_schema.columns
+    WHERE table_name = ? AND column_name = ?"""
+
+EVENTS = """
+    CREATE OR REPLACE TEMP VIEW _ft006_events AS
+    SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
+           c.cell, c.rank, h.heal_source AS source_cell, c.writer, c.seq, c.segment,
+           coalesce(c.checkpoint.iteration, i.resumed_iteration) AS ckpt_iteration,
+           coalesce(c.checkpoint.incarnation, i.resumed_incarnation) AS ckpt_incarnation,
+           min(c.cell) OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
+                                          c.source_role, c.rank) AS ref_cell,
+           row_number() OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
+                                           c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth
+    FROM trainer_weight_checksum c
+    JOIN (SELECT writer, seq, {heal_source} AS heal_source FROM {segments}
+          WHERE type = 'trainer_weight_checksum') h USING (writer, seq)
+    LEFT JOIN incarnations i USING (incarnation)"""
+"""One row per checksum event, with the cell every other cell is compared against."""
+
+TENSORS = """
+    CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
+    SELECT writer, seq, unnest(map_keys(hashes)) AS tensor, unnest(map_values(hashes)) AS hash
+    FROM trainer_weight_checksum"""
+
+CROSS_REPLICA_PAIRS = """
+    SELECT e.*, r.writer AS ref_writer, r.seq AS ref_seq
+    FROM _ft006_events e JOIN _ft006_events r
+      ON r.incarnation = e.incarnation AND r.step IS NOT DISTINCT FROM e.step
+     AND r.attempt IS NOT DISTINCT FROM e.attempt AND r."when" = e."when"
+     AND r.role = e.role AND r.rank = e.rank AND r.cell = e.ref_cell AND r.nth = 1
+    WHERE e."when" <> 'after_heal' AND e.cell <> e.ref_cell"""
+"""Each checksum against the same rank of the lowest cell at the same point."""
+
+RESTORE_PAIRS = """
+    SELECT e.*, s.writer AS ref_writer, s.seq AS ref_seq
+    FROM _ft006_events e JOIN _ft006_events s
+      ON s."when" = 'at_save' AND s.rank = e.rank AND s.role = e.role
+     AND coalesce(s.ckpt_iteration, s.step) = e.ckpt_iteration
+     AND s.incarnation = e.ckpt_incarnation
+    WHERE e."when" = 'after_load' AND e.ckpt_iteration IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY e.writer, e.seq
+                               ORDER BY (s.cell = e.cell) DESC, s.cell, s.seq DESC) = 1"""
+"""Each load against the save of the same checkpoint by the same rank (same cell first)."""
+
+HEAL_PAIRS = """
+    SELECT e.*, s.writer AS ref_writer, s.seq AS ref_seq
+    FROM _ft006_events e JOIN _ft006_events s
+      ON s.incarnation = e.incarnation AND s.cell = e.source_cell AND s.rank = e.rank
+     AND s.role = e.role
+     AND (s.step < e.step OR (s.step = e.step AND s."when" = 'after_heal'
+                              AND s.attempt IS NOT DISTINCT FROM e.attempt))
+    WHERE e."when" = 'after_heal' AND e.source_cell IS NOT NULL AND e.source_cell <> e.cell
+    QUALIFY row_number() OVER (PARTITION BY e.writer, e.seq
+                               ORDER BY s.step DESC, (s."when" = 'after_heal') DESC,
+                                        s.attempt DESC, s.seq DESC) = 1"""
+"""Each healed rank against what its source rank held: at the heal, or last before it."""
+
+COMPARE = """
+    WITH pairs AS ({pairs}),
+    m AS (SELECT p.writer, p.seq, t.tensor, t.hash FROM pairs p
+          JOIN _ft006_tensors t ON t.writer = p.writer AND t.seq = p.seq),
+    r AS (SELECT p.writer, p.seq, t.tensor, t.hash FROM pairs p
+          JOIN _ft006_tensors t ON t.writer = p.ref_writer AND t.seq = p.ref_seq),
+    d AS (SELECT coalesce(m.writer, r.writer) AS writer, coalesce(m.seq, r.seq) AS seq,
+                 coalesce(m.tensor, r.tensor) AS tensor, m.hash AS mh, r.hash AS rh
+          FROM m FULL JOIN r ON m.writer = r.writer AND m.seq = r.seq AND m.tensor = r.tensor)
+    SELECT p.incarnation, p.step, p.attempt, p."when", p.role, p.cell, p.rank, p.ref_cell,
+           p.source_cell, p.ckpt_iteration, p.ckpt_incarnation, p.segment,
+           list(d.tensor ORDER BY d.tensor) FILTER (d.mh <> d.rh) AS differ,
+           list(d.tensor ORDER BY d.tensor) FILTER (d.rh IS NULL) AS only_mine,
+           list(d.tensor ORDER BY d.tensor) FILTER (d.mh IS NULL) AS only_ref
+    FROM d JOIN pairs p USING (writer, seq)
+    GROUP BY ALL
+    HAVING count(*) FILTER (d.mh IS DISTINCT FROM d.rh) > 0
+    ORDER BY p.incarnation, p.step, p.attempt, p.cell, p.rank"""
+"""Tensor by tensor, each checksum of ``pairs`` against its reference checksum."""
+
+GROUPS = """
+    SELECT count(*) AS n FROM (
+        SELECT DISTINCT incarnation, step, attempt, "when", role, rank FROM _ft006_events)"""
+
+
+class Checksums(Rule):
+    """Replicas hold bitwise-equal state, and restores load exactly what was saved.
+
+    Cross-replica: for each step, attempt and checksum point, the same rank in every
+    cell holds the same hash for every tensor (parameters, buffers, optimizer state);
+    ranks within a cell are never compared. Restore: what each rank loaded when an
+    incarnation resumed from checkpoint c hashes equal to what was recorded when c was
+    saved, and a healed cell holds what its source cell held.
+
+    Fails::
+
+        step 3: trainer_weight_checksum after_step cell 0 rank 0 {w: "aa", exp_avg: "11"}
+        step 3: trainer_weight_checksum after_step cell 1 rank 0 {w: "ab", exp_avg: "11"}
+        -> FT006: rank 0 of cell 1 differs from cell 0 after step 3 in [w]
+
+    Passes::
+
+        step 3: ... cell 1 rank 0 {w: "aa", exp_avg: "11"}
+        (rank 1 of cell 0 may hold other hashes: it is a different shard)
+    """
+
+    code = "FT006"
+    name = "checksums"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        ctx.session.query(_events_sql(ctx), label="FT006 events")
+        ctx.session.query(TENSORS, label="FT006 tensors")
+        checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
+        out = self._cross_replica(ctx) + self._restores(ctx) + self._heals(ctx)
+        return Outcome(checked, tuple(out))
+
+    def _cross_replica(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(_compare(CROSS_REPLICA_PAIRS), label="FT006 cross-replica")
+        out = []
+        for r in rows:
+            detail = _diff_text(
+                r["differ"],
+                r["only_mine"],
+                r["only_ref"],
+                "this cell",
+                "cell " + str(r["ref_cell"]),
+            )
+            if not detail:
+                continue
+            role = f" {r['role']}" if r["role"] else ""
+            at = f"step {r['step']} attempt {r['attempt']}" if r["step"] is not None else "start"
+            out.append(
+                self.violation(
+                    f"rank {r['rank']} of{role} cell {r['cell']} does not match rank {r['rank']} "
+                    f"of cell {r['ref_cell']} at {at} ({r['when']}): {detail}; the replicas "
+                    "diverged",
+                    location=Location(
+                        r["step"],
+                        r["attempt"],
+                        r["incarnation"],
+                        cell=r["cell"],
+                        rank=r["rank"],
+                        segment=r["segment"],
+                    ),
+                )
+            )
+        return out
+
+    def _restores(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(_compare(RESTORE_PAIRS), label="FT006 restores")
+        out = []
+        for r in rows:
+            detail = _diff_text(r["differ"], r["only_mine"], r["only_ref"], "loaded", "saved")
+            if not detail:
+                continue
+            out.append(
+                self.violation(
+                    f"rank {r['rank']} of cell {r['cell']} in incarnation {r['incarnation']} "
+                    f"loaded checkpoint {r['ckpt_iteration']} (saved by incarnation "
+                    f"{r['ckpt_incarnation']}) but its state differs from what was saved: "
+                    f"{detail}",
+                    location=Location(
+                        r["step"],
+                        r["attempt"],
+                        r["incarnation"],
+                        cell=r["cell"],
+                        rank=r["rank"],
+                        segment=r["segment"],
+                    ),
+                )
+            )
+        return out
+
+    def _heals(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(_compare(HEAL_PAIRS), label="FT006 heals")
+        out = []
+        for r in rows:
+            detail = _diff_text(
+                r["differ"], r["only_mine"], r["only_ref"], "healed cell", "source cell"
+            )
+            if not detail:
+                continue
+            out.append(
+                self.violation(
+                    f"cell {r['cell']} rank {r['rank']} was healed from cell {r['source_cell']} "
+                    f"at step {r['step']} but does not hold what the source held: {detail}",
+                    location=Location(
+                        r["step"],
+                        r["attempt"],
+                        r["incarnation"],
+                        cell=r["cell"],
+                        rank=r["rank"],
+                        segment=r["segment"],
+                    ),
+                )
+            )
+        return out
+
+
+def _events_sql(ctx: RunContext) -> str:
+    """EVENTS with the heal source column, or NULL when no segment has that column yet."""
+    present = ctx.rows(HAS_COLUMN, (SEGMENTS, _HEAL_SOURCE_COLUMN), label="FT006 columns")
+    heal_source = ident(_HEAL_SOURCE_COLUMN) if present[0]["n"] else "CAST(NULL AS BIGINT)"
+    return EVENTS.replace("{heal_source}", heal_source).replace("{segments}", ident(SEGMENTS))
+
+
+def _compare(pairs: str) -> str:
+    """The comparison query over one of the constant ``*_PAIRS`` selections."""
+    return COMPARE.replace("{pairs}", pairs)
+
+
+def _diff_text(
+    differ: list[str] | None,
+    only_mine: list[str] | None,
+    only_ref: list[str] | None,
+    mine: str,
+    ref: str,
+) -> str:
+    parts = []
+    if differ:
+        parts.append(f"{len(differ)} tensor(s) hash differently {_names(differ)}")
+    if only_mine:
+        parts.append(f"{len(only_mine)} tensor(s) only in {mine} {_names(only_mine)}")
+    if only_ref:
+        parts.append(f"{len(only_ref)} tensor(s) only in {ref} {_names(only_ref)}")
+    return "; ".join(parts)
+
+
+def _names(names: list[str], limit: int = 8) -> str:
+    more = f", ... {len(names) - limit} more" if len(names) > limit else ""
+    return "[" + ", ".join(names[:limit]) + more + "]"

@@ -1,0 +1,120 @@
+"""One verification's DuckDB session: the only place the verifier executes SQL.
+
+The session owns its connection (never DuckDB's module-level default), loads the run's
+segments into memory once, and funnels every query through :meth:`Session.query`, which
+binds parameters, times the query and turns ``duckdb.Error`` into an ftaudit error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ftaudit.errors import (
+    CorruptSegmentError,
+    QueryError,
+    UnknownEventTypeError,
+    UnusableInputError,
+)
+from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.views import create_views
+from ftaudit.verifier.views import create_history_views
+
+
+def check_types(scan: RunScan, registry: EventRegistry) -> None:
+    """Refuse a run holding an event type with no registered model: its meaning is unknown."""
+    for info in scan.segments:
+        for name in info.meta.types:
+            if name not in registry:
+                raise UnknownEventTypeError(
+                    f"{info.path}: event type {name!r} is not registered "
+                    "(import the module that registers it, or upgrade ftaudit)"
+                )
+
+
+@dataclass
+class QueryTiming:
+    """How long one named query took; the session keeps them for profiling."""
+
+    label: str
+    seconds: float
+    rows: int
+
+
+@dataclass
+class Session:
+    """A DuckDB connection over one run, with the event-log and history views."""
+
+    scan: RunScan
+    con: duckdb.DuckDBPyConnection
+    timings: list[QueryTiming] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls, run_dir: str | os.PathLike[str], *, registry: EventRegistry = default_registry
+    ) -> Session:
+        """Scan and check the run, then load its segments; raises ``UnusableInputError``."""
+        scan = scan_run(run_dir)
+        check_types(scan, registry)
+        con = duckdb.connect(":memory:")
+        try:
+            create_views(con, scan, registry, materialize=True)
+            create_history_views(con)
+        except duckdb.Error as exc:
+            con.close()
+            raise CorruptSegmentError(
+                scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
+            ) from None
+        return cls(scan, con)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.scan.run_dir
+
+    def query(self, sql: str, params: Sequence[Any] = (), *, label: str = "") -> pa.Table:
+        """Run ``sql`` with bound ``params`` and return the result as an Arrow table."""
+        started = time.perf_counter()
+        try:
+            relation = self.con.sql(sql, params=list(params) or None)
+            table = relation.to_arrow_table() if relation is not None else pa.table({})
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            raise UnusableInputError(
+                f"{self.run_dir}: cannot read the run: {_one_line(exc)}"
+            ) from None
+        except duckdb.Error as exc:
+            raise QueryError(f"{label or 'query'} failed: {_one_line(exc)}") from exc
+        self.timings.append(QueryTiming(label, time.perf_counter() - started, table.num_rows))
+        return table
+
+    def rows(
+        self, sql: str, params: Sequence[Any] = (), *, label: str = ""
+    ) -> list[dict[str, Any]]:
+        """Like :meth:`query`, as a list of dicts (for small results only)."""
+        return self.query(sql, params, label=label).to_pylist()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

@@ -1,0 +1,165 @@
+"""Sets of integers as sorted half-open spans, with vectorised set algebra.
+
+Witness id sets are a few contiguous runs of the ring even when they hold a million ids
+(:class:`ftaudit.eventlog.IntRuns`), so the verifier never expands them: union,
+difference and intersection work on span boundaries with numpy, costing O(spans log
+spans), not O(ids). Only ids that end up in a report are expanded, and only a few.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftaudit.eventlog.intruns import IntRuns
+
+_I64 = np.int64
+
+
+@dataclass(frozen=True, eq=False)
+class Spans:
+    """A set of integers: ``union(range(s, e) for s, e in zip(starts, ends))``.
+
+    Always canonical: sorted, non-empty, neither overlapping nor touching spans.
+    Build one with :meth:`of` or :meth:`from_runs`, which normalise.
+    """
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Spans:
+        return cls(np.empty(0, _I64), np.empty(0, _I64))
+
+    @classmethod
+    def of(cls, starts: Iterable[int] | np.ndarray, ends: Iterable[int] | np.ndarray) -> Spans:
+        """Normalise arbitrary (possibly overlapping, unsorted, empty) spans."""
+        s = np.asarray(starts, dtype=_I64).ravel()
+        e = np.asarray(ends, dtype=_I64).ravel()
+        keep = e > s
+        s, e = s[keep], e[keep]
+        if s.size == 0:
+            return cls.empty()
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+        reach = np.maximum.accumulate(e)
+        heads = np.concatenate(([0], np.flatnonzero(s[1:] > reach[:-1]) + 1))
+        return cls(s[heads], np.maximum.reduceat(e, heads))
+
+    @classmethod
+    def from_runs(cls, runs: IntRuns) -> Spans:
+        starts = np.asarray(runs.starts, dtype=_I64)
+        return cls.of(starts, starts + np.asarray(runs.lengths, dtype=_I64))
+
+    @classmethod
+    def from_ids(cls, ids: Iterable[int] | np.ndarray) -> Spans:
+        arr = np.unique(np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, _I64))
+        return cls.of(arr, arr + 1)
+
+    def __len__(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+    def __bool__(self) -> bool:
+        return self.starts.size > 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Spans):
+            return NotImplemented
+        return np.array_equal(self.starts, other.starts) and np.array_equal(self.ends, other.ends)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def head(self, limit: int) -> np.ndarray:
+        """The smallest ``limit`` members, expanded (for reports)."""
+        out: list[np.ndarray] = []
+        left = limit
+        for s, e in zip(self.starts.tolist(), self.ends.tolist(), strict=True):
+            if left <= 0:
+                break
+            take = min(e - s, left)
+            out.append(np.arange(s, s + take, dtype=_I64))
+            left -= take
+        return np.concatenate(out) if out else np.empty(0, _I64)
+
+    def to_array(self) -> np.ndarray:
+        return self.head(len(self))
+
+    def contains(self, points: np.ndarray) -> np.ndarray:
+        """A boolean mask: which of ``points`` are members."""
+        idx = np.searchsorted(self.starts, points, side="right") - 1
+        ok = idx >= 0
+        out = np.zeros(points.shape, dtype=bool)
+        out[ok] = points[ok] < self.ends[idx[ok]]
+        return out
+
+    def _combine(self, other: Spans, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Spans:
+        bounds = np.unique(np.concatenate((self.starts, self.ends, other.starts, other.ends)))
+        if bounds.size < 2:
+            return Spans.empty()
+        left, right = bounds[:-1], bounds[1:]
+        mask = keep(self.contains(left), other.contains(left))
+        return Spans.of(left[mask], right[mask])
+
+    def __or__(self, other: Spans) -> Spans:
+        return self._combine(other, np.logical_or)
+
+    def __and__(self, other: Spans) -> Spans:
+        return self._combine(other, np.logical_and)
+
+    def __sub__(self, other: Spans) -> Spans:
+        return self._combine(other, lambda a, b: a & ~b)
+
+    def clip(self, lo: int, hi: int) -> Spans:
+        """The members in ``[lo, hi)``."""
+        s = np.maximum(self.starts, lo)
+        e = np.minimum(self.ends, hi)
+        keep = e > s
+        return Spans(s[keep], e[keep])
+
+    def modulo(self, ring: int) -> Spans:
+        """Counter positions to ring slots: each member ``p`` becomes ``p mod ring``."""
+        length = self.ends - self.starts
+        if np.any(length >= ring):
+            return Spans(np.array([0], _I64), np.array([ring], _I64))
+        s = self.starts % ring
+        e = s + length
+        wraps = e > ring
+        starts = np.concatenate((s, np.zeros(int(wraps.sum()), _I64)))
+        ends = np.concatenate((np.minimum(e, ring), e[wraps] - ring))
+        return Spans.of(starts, ends)
+
+    def describe(self, limit: int = 8) -> str:
+        """``[3, 5..9, 12]``-style text, at most ``limit`` spans."""
+        parts = [
+            str(s) if e - s == 1 else f"{s}..{e - 1}"
+            for s, e in zip(self.starts[:limit].tolist(), self.ends[:limit].tolist(), strict=True)
+        ]
+        if self.starts.size > limit:
+            parts.append(f"... ({self.starts.size - limit} more spans)")
+        return "[" + ", ".join(parts) + "]"
+
+
+def union_all(spans: Iterable[Spans]) -> Spans:
+    items = list(spans)
+    if not items:
+        return Spans.empty()
+    return Spans.of(
+        np.concatenate([s.starts for s in items]), np.concatenate([s.ends for s in items])
+    )
+
+
+def multiply_covered(starts: np.ndarray, ends: np.ndarray) -> Spans:
+    """The integers covered by two or more of the given (possibly overlapping) spans."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size < 2:
+        return Spans.empty()
+    bounds = np.unique(np.concatenate((starts, ends)))
+    left = bounds[:-1]
+    depth = np.searchsorted(np.sort(starts), left, side="right") - np.searchsorted(
+        np.sort(ends), left, side="right"
+    )
+    mask = depth >= 2
+    return Spans.of(left[mask], bounds[1:][mask])

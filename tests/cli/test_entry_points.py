@@ -1,0 +1,83 @@
+"""The installed scripts, run as a user runs them: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or {**os.environ, "NO_COLOR": "1"},
+        check=False,
+    )
+
+
+def test_ft_verify_script_smoke(good_run: Path, tmp_path: Path) -> None:
+    ok = _run(BIN / "ft-verify", good_run)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "verified: all" in ok.stdout
+    missing = _run(BIN / "ft-verify", tmp_path / "missing")
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert missing.stderr == f"error: {tmp_path / 'missing'}: no such run directory\n"
+
+
+def test_ftaudit_help_lists_the_commands() -> None:
+    result = _run(BIN / "ftaudit", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "verify" in result.stdout and "sql" in result.stdout
+
+
+def test_building_the_cli_imports_no_verifier_and_no_rich() -> None:
+    # --help must stay instant: command modules keep heavy imports inside their bodies
+    code = (
+        "import sys\n"
+        "from typer.main import get_command\n"
+        "from ftaudit.cli.app import app\n"
+        "get_command(app)\n"
+        "heavy = [m for m in ('ftaudit.verifier', 'rich') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    result = _run(sys.executable, "-c", code)
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_progress_only_on_a_terminal_stderr(good_run: Path) -> None:
+    master, slave = os.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    env.pop("NO_COLOR", None)
+    try:
+        result = subprocess.run(
+            [str(BIN / "ft-verify"), str(good_run)],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(slave)
+    talk = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        talk += chunk
+    os.close(master)
+    assert result.returncode == 0, result.stdout
+    assert b"FT001" in talk or b"reading" in talk, talk  # the bar named a phase
+    assert b"\x1b" not in result.stdout  # stdout is a pipe: the report stays plain

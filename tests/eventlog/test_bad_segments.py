@@ -1,0 +1,92 @@
+"""Unreadable input gives one clear error naming the file; nothing is skipped silently."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ftaudit.errors import CorruptSegmentError, UnusableInputError
+from ftaudit.eventlog import EventWriter, Metric, connect, read_records, scan_run
+
+
+def _one_segment(writer: EventWriter, tmp_path: Path) -> Path:
+    for i in range(100):
+        writer.log(Metric(step=i, attempt=0, values={"i": float(i)}))
+    writer.flush()
+    (segment,) = (tmp_path / "events").glob("*/*.parquet")
+    return segment
+
+
+def test_truncated_segment(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    data = segment.read_bytes()
+    segment.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptSegmentError, match="not a readable Parquet file") as err:
+        scan_run(tmp_path)
+    assert str(segment) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bit_flip_in_the_data_is_reported(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    data = bytearray(segment.read_bytes())
+    for offset in range(8, 200):  # the first data pages, past the magic bytes
+        data[offset] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    with pytest.raises(UnusableInputError) as err:
+        read_records(tmp_path)
+    assert str(segment) in str(err.value)
+
+
+def test_foreign_parquet_file(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    foreign = segment.with_name("000000000100.parquet")
+    pq.write_table(pa.table({"x": [1, 2, 3]}), foreign)
+    with pytest.raises(CorruptSegmentError, match="foreign Parquet file") as err:
+        connect(tmp_path)
+    assert str(foreign) in str(err.value)
+
+
+def test_segment_renamed_into_another_writer_folder(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    other = tmp_path / "events" / "someone-else"
+    other.mkdir()
+    os.rename(segment, other / segment.name)
+    with pytest.raises(CorruptSegmentError, match="does not match its footer"):
+        scan_run(tmp_path)
+
+
+def test_symlink_is_refused(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.parquet"
+    os.rename(segment, outside)
+    segment.symlink_to(outside)
+    with pytest.raises(CorruptSegmentError, match="symbolic link"):
+        scan_run(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing", "no such run directory"),
+        (lambda p: (p / "f").write_text("x") and p / "f", "not a directory"),
+        (lambda p: p, "no events/ folder"),
+        (lambda p: (p / "events").mkdir() or p, "no event segments"),
+    ],
+)
+def test_not_a_usable_run_directory(tmp_path: Path, make, message: str):
+    with pytest.raises(UnusableInputError, match=message):
+        scan_run(make(tmp_path))
+
+
+def test_temp_file_of_a_cut_short_flush_is_listed_not_read(writer: EventWriter, tmp_path: Path):
+    segment = _one_segment(writer, tmp_path)
+    torn = segment.with_name(f".{segment.name}.999.tmp")
+    torn.write_bytes(b"PAR1 half a file")
+    scan = scan_run(tmp_path)
+    assert scan.torn == (torn,)
+    assert len(read_records(tmp_path)) == 100

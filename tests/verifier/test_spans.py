@@ -1,0 +1,46 @@
+"""Span set algebra agrees with Python sets (hypothesis), and ring wrapping is right."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ftaudit.eventlog import IntRuns
+from ftaudit.verifier.spans import Spans, multiply_covered
+
+id_sets = st.sets(st.integers(min_value=0, max_value=60), max_size=40)
+
+
+def _set(s: Spans) -> set[int]:
+    return set(s.to_array().tolist())
+
+
+@settings(max_examples=150, deadline=None)
+@given(id_sets, id_sets)
+def test_algebra_matches_python_sets(a: set[int], b: set[int]) -> None:
+    x, y = Spans.from_ids(sorted(a)), Spans.from_ids(sorted(b))
+    assert _set(x | y) == a | b
+    assert _set(x & y) == a & b
+    assert _set(x - y) == a - b
+    assert len(x) == len(a)
+    assert (x == y) == (a == b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 12), st.integers(1, 12))
+def test_modulo_matches_ring_arithmetic(start: int, count: int, ring: int) -> None:
+    spans = Spans.of([start], [start + count])
+    assert _set(spans.modulo(ring)) == {p % ring for p in range(start, start + count)}
+
+
+def test_from_runs_keeps_only_members() -> None:
+    runs = IntRuns.arc(8, 4, 10)  # 8, 9, 0, 1
+    assert _set(Spans.from_runs(runs)) == {8, 9, 0, 1}
+    assert Spans.from_runs(runs).describe() == "[0..1, 8..9]"
+
+
+def test_multiply_covered() -> None:
+    starts = np.array([0, 5, 8], dtype=np.int64)
+    ends = np.array([6, 9, 10], dtype=np.int64)
+    assert _set(multiply_covered(starts, ends)) == {5, 8}
