@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import itertools
+import operator
 import types
 import typing
 from operator import attrgetter
@@ -77,9 +78,9 @@ def arrow_type(annotation: Any) -> pa.DataType:
 
 
 def _mask(values: list[Any]) -> pa.Array | None:
-    if None in values:
-        return pa.array([v is None for v in values], type=pa.bool_())
-    return None
+    # identity tests in C: `None in values` would call each model's Python-level __eq__
+    nulls = list(map(operator.is_, values, itertools.repeat(None)))
+    return pa.array(nulls, type=pa.bool_()) if any(nulls) else None
 
 
 def _offsets(items: list[Any]) -> pa.Array:

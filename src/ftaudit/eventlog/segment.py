@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from array import array
+from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrow_schema import to_arrow
@@ -35,9 +35,40 @@ META_PREFIX = "ftaudit."
 Source = Driver | RolloutManager | Trainer | Engine
 
 
-Pending = tuple[Event, int, int | None, int | None]
-"""One buffered event: (event, timestamp in microseconds, step, attempt). A plain tuple,
-because building it is on the training loop's path."""
+NO_VALUE = -1
+"""Stands for None in the integer columns of a :class:`Batch` (steps are never negative)."""
+
+
+@dataclass
+class Batch:
+    """A writer's buffered events, as columns.
+
+    Parallel ``array('q')`` columns instead of a tuple per event: logging then creates no
+    object the garbage collector tracks, so a full buffer does not make every later
+    ``log`` call pay for collections that scan it.
+    """
+
+    events: list[Event] = field(default_factory=list)
+    ts_us: array = field(default_factory=lambda: array("q"))
+    steps: array = field(default_factory=lambda: array("q"))
+    attempts: array = field(default_factory=lambda: array("q"))
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def extend(self, other: Batch) -> None:
+        self.events += other.events
+        self.ts_us += other.ts_us
+        self.steps += other.steps
+        self.attempts += other.attempts
+
+    def drop_first(self, count: int) -> None:
+        del self.events[:count], self.ts_us[:count], self.steps[:count], self.attempts[:count]
+
+
+def _int_column(values: array, order: np.ndarray) -> pa.Array:
+    column = np.frombuffer(values, dtype=np.int64)[order]
+    return pa.array(column, pa.int64(), mask=column == NO_VALUE)
 
 
 @dataclass(frozen=True)
@@ -99,7 +130,7 @@ def _source_columns(source: Source, n: int) -> list[pa.Array]:
 
 
 def build_table(
-    batch: Sequence[Pending],
+    batch: Batch,
     *,
     first_seq: int,
     run_id: str,
@@ -114,21 +145,21 @@ def build_table(
     payload is one dense block with nulls above and below it.
     """
     n = len(batch)
-    events_in_order = list(map(itemgetter(0), batch))
-    type_names = list(map(attrgetter("type"), events_in_order))
-    order = sorted(range(n), key=type_names.__getitem__)
-    rows = list(map(batch.__getitem__, order))
-    events_sorted = list(map(itemgetter(0), rows))
-    names = list(map(type_names.__getitem__, order))
+    type_names = np.array(list(map(attrgetter("type"), batch.events)), dtype=object)
+    order = np.argsort(type_names, kind="stable")
+    names = type_names[order].tolist()
+    events_sorted = list(map(batch.events.__getitem__, order.tolist()))
     columns: list[pa.Array] = [
         pa.array(names, pa.string()),
-        pa.array(list(map(itemgetter(1), rows)), pa.int64()).cast(ENVELOPE_SCHEMA.field("ts").type),
+        pa.array(np.frombuffer(batch.ts_us, dtype=np.int64)[order]).cast(
+            ENVELOPE_SCHEMA.field("ts").type
+        ),
         pa.repeat(pa.scalar(run_id, pa.string()), n),
         pa.repeat(pa.scalar(incarnation, pa.int64()), n),
         pa.repeat(pa.scalar(writer, pa.string()), n),
-        pa.compute.add(pa.array(order, pa.int64()), first_seq),
-        pa.array(list(map(itemgetter(2), rows)), pa.int64()),
-        pa.array(list(map(itemgetter(3), rows)), pa.int64()),
+        pa.array(order.astype(np.int64) + first_seq),
+        _int_column(batch.steps, order),
+        _int_column(batch.attempts, order),
         *_source_columns(source, n),
     ]
     fields = list(ENVELOPE_SCHEMA)

@@ -23,7 +23,14 @@ from ftaudit.errors import WriterError
 from ftaudit.eventlog.context import _CURRENT
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.segment import Pending, Source, build_table, segment_path, write_atomically
+from ftaudit.eventlog.segment import (
+    NO_VALUE,
+    Batch,
+    Source,
+    build_table,
+    segment_path,
+    write_atomically,
+)
 
 log = logging.getLogger("ftaudit.eventlog")
 
@@ -82,7 +89,7 @@ class EventWriter:
         self._known: dict[type[Event], bool] = {}
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
-        self._buffer: list[Pending] = []
+        self._buffer = Batch()
         self._buffer_first_seq = 0
         self._next_seq = 0
         self._durable_seq = -1
@@ -128,10 +135,14 @@ class EventWriter:
         with self._lock:
             seq = self._next_seq
             self._next_seq = seq + 1
-            self._buffer.append((event, now // 1000, step, attempt))
+            buffer = self._buffer
+            buffer.events.append(event)
+            buffer.ts_us.append(now // 1000)
+            buffer.steps.append(NO_VALUE if step is None else step)
+            buffer.attempts.append(NO_VALUE if attempt is None else attempt)
             if self._oldest_ns is None:
                 self._oldest_ns = now
-            full = len(self._buffer) >= self.options.flush_rows
+            full = len(buffer.events) >= self.options.flush_rows
         if full:
             self._wake.set()
         return seq
@@ -148,7 +159,7 @@ class EventWriter:
         with self._io_lock:
             with self._lock:
                 batch, first = self._buffer, self._buffer_first_seq
-                self._buffer, self._buffer_first_seq = [], self._next_seq
+                self._buffer, self._buffer_first_seq = Batch(), self._next_seq
                 self._oldest_ns = None
             if batch:
                 self._write(batch, first)
@@ -171,7 +182,7 @@ class EventWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, batch: list[Pending], first: int) -> None:
+    def _write(self, batch: Batch, first: int) -> None:
         started = time.perf_counter()
         try:
             table, meta = build_table(
@@ -201,15 +212,15 @@ class EventWriter:
         self.stats.segments_written += 1
         self.stats.flush_seconds += time.perf_counter() - started
 
-    def _requeue(self, batch: list[Pending], first: int) -> None:
+    def _requeue(self, batch: Batch, first: int) -> None:
         with self._lock:
-            merged = batch + self._buffer
-            overflow = len(merged) - self.options.max_buffered
+            batch.extend(self._buffer)
+            overflow = len(batch) - self.options.max_buffered
             if overflow > 0:
-                merged = merged[overflow:]
+                batch.drop_first(overflow)
                 first += overflow
                 self.stats.events_dropped += overflow
-            self._buffer, self._buffer_first_seq = merged, first
+            self._buffer, self._buffer_first_seq = batch, first
 
     def _drop(self, count: int, why: str) -> None:
         self.stats.events_dropped += count
