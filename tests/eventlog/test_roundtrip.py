@@ -80,7 +80,7 @@ ONE_OF_EACH: list[Event] = [
         accepted=False,
         cells={1: CellOutcome(ranks=[Outcome.DISCARDED_SHOULD_RETRY])},
     ),
-    CellReconfigured(step=6, quorum_id=3, source_cell=0, healed_cells=[1], alive_cells=[0, 1]),
+    CellReconfigured(step=6, quorum_id=3, heal_source=0, healed_cells=[1], alive_cells=[0, 1]),
     CheckpointSaved(iteration=6, path="/ckpt/6", writers={"w-a": 17, "w-b": -1}, complete=True),
     TrainerWeightChecksum(
         step=6,
@@ -89,7 +89,7 @@ ONE_OF_EACH: list[Event] = [
         cell=1,
         rank=0,
         hashes={"layer.weight": "ab12", "witness.head": "00ff"},
-        source_cell=0,
+        heal_source=0,
     ),
     EngineWeightChecksum(step=None, engines={0: {"w": "aa"}, 1: {"w": "ab"}}),
     Metric(step=6, attempt=0, values={"loss": math.nan, "inf": math.inf, "neg": -math.inf}),

@@ -178,7 +178,7 @@ class Incarnation:
                 rank=rank,
                 hashes=dict(hashes),
                 checkpoint=checkpoint,
-                source_cell=source_cell,
+                heal_source=source_cell,
             )
         )
 

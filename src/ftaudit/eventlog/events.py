@@ -171,7 +171,8 @@ class AttemptEnd(Event):
 class CellReconfigured(Event):
     type: Literal["cell_reconfigured"] = "cell_reconfigured"
     quorum_id: int
-    source_cell: int | None = None
+    heal_source: int | None = None
+    """The cell the healed cells copied their state from."""
     healed_cells: list[int] = []
     alive_cells: list[int] = []
 
@@ -199,7 +200,8 @@ class TrainerWeightChecksum(Event):
     rank: int = Field(ge=0)
     hashes: dict[str, str]
     checkpoint: CheckpointRef | None = None
-    source_cell: int | None = None
+    heal_source: int | None = None
+    """For ``after_heal``: the cell this rank's state was copied from."""
 
 
 class EngineWeightChecksum(Event):

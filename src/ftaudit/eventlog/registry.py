@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ftaudit.eventlog.arrow_schema import arrow_type, model_fields
 from ftaudit.eventlog.events import BUILTIN_EVENTS, Event
+from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 
 ENVELOPE_ON_EVENT = frozenset({"type", "step", "attempt"})
 """Fields of :class:`Event` stored as envelope columns, not payload columns."""
@@ -60,6 +61,11 @@ class EventRegistry:
                 return model
             raise ValueError(f"event type {name!r} is already registered by {known.model!r}")
         fields = tuple(model_fields(model, ENVELOPE_ON_EVENT))
+        clash = {n for n, _ in fields} & set(ENVELOPE_COLUMNS)
+        if clash:
+            raise ValueError(
+                f"{model.__name__}: field(s) {sorted(clash)} clash with envelope columns; rename"
+            )
         arrow_fields = tuple(pa.field(f"{name}.{n}", arrow_type(a)) for n, a in fields)
         self._types[name] = EventType(name, model, fields, arrow_fields)
         return model

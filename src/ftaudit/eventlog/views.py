@@ -91,6 +91,15 @@ DERIVED_VIEWS: dict[str, str] = {
 }
 
 
+MACROS: dict[str, str] = {
+    # Id sets are stored as runs (``{starts: [...], lengths: [...]}``); this expands one
+    # to its ids, in stored order, for ad-hoc queries: ``unnest(expand_runs(nonzero_ids))``.
+    "expand_runs(runs)": """
+        CASE WHEN runs IS NULL THEN NULL ELSE flatten(list_transform(
+            list_zip(runs.starts, runs.lengths), lambda r: range(r[1], r[1] + r[2]))) END""",
+}
+
+
 def create_views(
     con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry, *, materialize: bool
 ) -> None:
@@ -108,6 +117,8 @@ def create_views(
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
     for name, select in DERIVED_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
+    for signature, body in MACROS.items():
+        con.execute(f"CREATE MACRO {signature} AS ({body})")
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.sql import ident
-from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.rules.base import Outcome, Rule
 
-# The payload field ``source_cell`` shares its name with the envelope's ``source_cell``
-# (the writer's cell), so the type view cannot show both under that name: read the heal
-# source from the segment column the registry names.
-_HEAL_SOURCE_COLUMN = default_registry["trainer_weight_checksum"].column("source_cell")
-
-HAS_COLUMN = """
-    SELECT count(*) AS n FROM information_schema.columns
-    WHERE table_name = ? AND column_name = ?"""
-
 EVENTS = """
     CREATE OR REPLACE TEMP VIEW _ft006_events AS
     SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
-           c.cell, c.rank, h.heal_source AS source_cell, c.writer, c.seq, c.segment,
+           c.cell, c.rank, c.heal_source AS source_cell, c.writer, c.seq, c.segment,
            coalesce(c.checkpoint.iteration, i.resumed_iteration) AS ckpt_iteration,
            coalesce(c.checkpoint.incarnation, i.resumed_incarnation) AS ckpt_incarnation,
            min(c.cell) OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
@@ -29,8 +17,6 @@ EVENTS = """
            row_number() OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
                                            c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth
     FROM trainer_weight_checksum c
-    JOIN (SELECT writer, seq, {heal_source} AS heal_source FROM {segments}
-          WHERE type = 'trainer_weight_checksum') h USING (writer, seq)
     LEFT JOIN incarnations i USING (incarnation)"""
 """One row per checksum event, with the cell every other cell is compared against."""
 
@@ -122,7 +108,7 @@ class Checksums(Rule):
     name = "checksums"
 
     def check(self, ctx: RunContext) -> Outcome:
-        ctx.session.query(_events_sql(ctx), label="FT006 events")
+        ctx.session.query(EVENTS, label="FT006 events")
         ctx.session.query(TENSORS, label="FT006 tensors")
         checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
         out = self._cross_replica(ctx) + self._restores(ctx) + self._heals(ctx)
@@ -209,13 +195,6 @@ class Checksums(Rule):
                 )
             )
         return out
-
-
-def _events_sql(ctx: RunContext) -> str:
-    """EVENTS with the heal source column, or NULL when no segment has that column yet."""
-    present = ctx.rows(HAS_COLUMN, (SEGMENTS, _HEAL_SOURCE_COLUMN), label="FT006 columns")
-    heal_source = ident(_HEAL_SOURCE_COLUMN) if present[0]["n"] else "CAST(NULL AS BIGINT)"
-    return EVENTS.replace("{heal_source}", heal_source).replace("{segments}", ident(SEGMENTS))
 
 
 def _compare(pairs: str) -> str:

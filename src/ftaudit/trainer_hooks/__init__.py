@@ -1,0 +1,39 @@
+"""Hooks a training job calls: witness ids, driver decisions, fault injection (no torch here).
+
+The torch side (the witness in the model, stale clearing, checksums, the worker facade)
+lives in :mod:`ftaudit.trainer_hooks.torch`, so that a driver process never imports torch.
+"""
+
+from ftaudit.trainer_hooks.allocator import (
+    KEEP_FRACTION,
+    WitnessIdAllocator,
+    WitnessInfo,
+    allocator_from_run,
+    keep_size,
+    logged_counter,
+    max_ids_per_step,
+    min_buffer_size,
+    witness_allocated_event,
+)
+from ftaudit.trainer_hooks.driver import DriverSession, errored, ranks, should_retry
+from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule, FaultSpec, fire
+
+__all__ = [
+    "KEEP_FRACTION",
+    "DriverSession",
+    "FaultInjector",
+    "FaultSchedule",
+    "FaultSpec",
+    "WitnessIdAllocator",
+    "WitnessInfo",
+    "allocator_from_run",
+    "errored",
+    "fire",
+    "keep_size",
+    "logged_counter",
+    "max_ids_per_step",
+    "min_buffer_size",
+    "ranks",
+    "should_retry",
+    "witness_allocated_event",
+]

@@ -1,0 +1,175 @@
+"""The witness id allocator: a ring of ``B`` slots handed out in order (SPEC §2).
+
+The allocator's whole state is one monotone counter, so the verifier can replay it from
+the ``counter_after`` of each logged allocation, and a resumed incarnation can rebuild it
+from the log instead of trusting a separate state file that a crash could leave stale.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ftaudit.eventlog.connect import connect
+from ftaudit.eventlog.events import WitnessAllocated
+from ftaudit.eventlog.intruns import IntRuns
+
+KEEP_FRACTION = 0.7
+"""The active window holds the last ``floor(0.7 * B)`` allocated slots."""
+
+
+def keep_size(buffer_size: int) -> int:
+    """``keep = floor(0.7 * B)``: how many recently allocated slots stay uncleared."""
+    return math.floor(KEEP_FRACTION * buffer_size)
+
+
+def max_ids_per_step(buffer_size: int) -> int:
+    """``B - keep``: the most ids one step may allocate for the ring to stay exact."""
+    return buffer_size - keep_size(buffer_size)
+
+
+def min_buffer_size(ids_per_step: int) -> int:
+    """The smallest ``B`` whose ``B - keep`` admits ``ids_per_step`` ids in one step."""
+    size = max(1, math.floor(ids_per_step / (1 - KEEP_FRACTION)) - 2)
+    while max_ids_per_step(size) < ids_per_step:
+        size += 1
+    return size
+
+
+@dataclass(frozen=True)
+class WitnessInfo:
+    """One allocation: the ids handed out (in order) and the slots to zero after the step."""
+
+    witness_ids: list[int]
+    stale_ids: list[int]
+
+    def __hash__(self) -> int:  # lists are unhashable; hash the content instead
+        return hash((tuple(self.witness_ids), tuple(self.stale_ids)))
+
+
+def _arc(start: int, count: int, ring: int) -> list[int]:
+    if count <= 0:
+        return []
+    return ((np.arange(count, dtype=np.int64) + start) % ring).tolist()
+
+
+class WitnessIdAllocator:
+    """Hands out witness ids from a ring of ``buffer_size`` slots; state is one counter."""
+
+    def __init__(self, buffer_size: int) -> None:
+        if buffer_size <= 0:
+            raise ValueError(f"buffer_size (B) must be positive, got {buffer_size}")
+        self.buffer_size = buffer_size
+        self.keep = keep_size(buffer_size)
+        self._counter = 0
+
+    @property
+    def counter(self) -> int:
+        """How many ids were ever allocated (the next id is ``counter mod B``)."""
+        return self._counter
+
+    def allocate(self, num_ids: int) -> WitnessInfo:
+        """The next ``num_ids`` slots of the ring and the stale slots after them."""
+        if num_ids < 0:
+            raise ValueError(f"num_ids (n) must be non-negative, got {num_ids}")
+        if num_ids > self.buffer_size:
+            raise ValueError(
+                f"cannot allocate {num_ids} witness ids from a buffer of {self.buffer_size}: "
+                f"increase the buffer size (B); for exact results one step allocates at most "
+                f"B - floor(0.7 * B) ids, so use B >= {min_buffer_size(num_ids)}"
+            )
+        B = self.buffer_size
+        ids = _arc(self._counter, num_ids, B)
+        after = self._counter + num_ids
+        stale: list[int] = []
+        if after > 0:
+            stale = _arc(after % B, B - min(self.keep, after, B), B)
+        self._counter = after
+        return WitnessInfo(witness_ids=ids, stale_ids=stale)
+
+    def resume(self, counter: int) -> int:
+        """Continue from ``counter`` (the highest ever logged); it never moves backwards."""
+        if counter < 0:
+            raise ValueError(f"counter must be non-negative, got {counter}")
+        self._counter = max(self._counter, counter)
+        return self._counter
+
+    def __repr__(self) -> str:
+        return f"WitnessIdAllocator(buffer_size={self.buffer_size}, counter={self._counter})"
+
+
+def witness_allocated_event(
+    info: WitnessInfo,
+    sample_indices: Sequence[int] | np.ndarray,
+    *,
+    counter_after: int,
+    buffer_size: int,
+    step: int | None = None,
+    attempt: int | None = None,
+) -> WitnessAllocated:
+    """The ``WitnessAllocated`` event of one allocation; the k-th id trains the k-th sample.
+
+    Ids are stored as ``IntRuns.arc(counter_after - n, n, B)`` and stale ids as the arc
+    they form, so a million ids cost a run or two, not a million values.
+    """
+    samples = np.asarray(sample_indices, dtype=np.int64).reshape(-1)
+    n = len(info.witness_ids)
+    if samples.size != n:
+        raise ValueError(f"{n} witness ids but {samples.size} sample indices")
+    if (samples < 0).any():
+        raise ValueError("sample indices must be non-negative")
+    stale = (
+        IntRuns.arc(info.stale_ids[0], len(info.stale_ids), buffer_size)
+        if info.stale_ids
+        else IntRuns()
+    )
+    return WitnessAllocated(
+        step=step,
+        attempt=attempt,
+        num_ids=n,
+        counter_after=counter_after,
+        witness_ids=IntRuns.arc(counter_after - n, n, buffer_size),
+        sample_indices=IntRuns.from_sequence(samples),
+        stale_ids=stale,
+    )
+
+
+def logged_counter(run_dir: str | os.PathLike[str]) -> int:
+    """The highest ``counter_after`` ever logged in the run, across every incarnation."""
+    with connect(run_dir) as con:
+        row = con.execute("SELECT max(counter_after) FROM witness_allocated").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def logged_buffer_sizes(run_dir: str | os.PathLike[str]) -> set[int]:
+    """Every buffer size an incarnation of the run declared at its start."""
+    with connect(run_dir) as con:
+        rows = con.execute("SELECT DISTINCT buffer_size FROM run_started").fetchall()
+    return {int(r[0]) for r in rows if r[0] is not None}
+
+
+def allocator_from_run(run_dir: str | os.PathLike[str], buffer_size: int) -> WitnessIdAllocator:
+    """Rebuild the allocator from the log: counter = highest ``counter_after`` ever logged.
+
+    Taking the maximum over all incarnations (not the checkpoint's counter) means a
+    resumed incarnation never re-issues an id that an abandoned one used, so weights that
+    were not rolled back show up as extra ids. A run directory without events yields a
+    fresh allocator. The ring cannot change size mid-run, so another logged buffer size
+    is an error.
+    """
+    allocator = WitnessIdAllocator(buffer_size)
+    if not any((Path(run_dir) / "events").glob("*/*.parquet")):
+        return allocator  # nothing was ever logged (or durable): a fresh ring
+    sizes = logged_buffer_sizes(run_dir) - {buffer_size}
+    if sizes:
+        raise ValueError(
+            f"{run_dir}: the run was started with buffer size {sorted(sizes)}, "
+            f"not {buffer_size}; the witness ring cannot change size within a run"
+        )
+    allocator.resume(logged_counter(run_dir))
+    return allocator

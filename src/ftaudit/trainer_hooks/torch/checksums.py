@@ -1,0 +1,78 @@
+"""Stable per-tensor hashes of a trainer's state, for cross-replica and restore checks.
+
+A hash covers the dtype, the shape and the exact bytes of the values in logical
+(row-major) order, so it does not depend on strides, storage offsets or the device, and
+two tensors hash equal iff they are bitwise equal (``-0.0`` and ``0.0`` differ; bf16
+works because the bytes are read through a ``uint8`` view, not through numpy's dtypes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+HASH_BYTES = 16
+"""blake2b digest size: 128 bits, printed as 32 hex characters."""
+
+
+def tensor_hash(tensor: torch.Tensor) -> str:
+    """The hex digest of ``tensor``'s dtype, shape and values (bitwise)."""
+    t = tensor.detach()
+    h = hashlib.blake2b(digest_size=HASH_BYTES)
+    h.update(f"{t.dtype}|{tuple(t.shape)}|".encode())
+    if t.numel():
+        data = t.contiguous().reshape(-1).view(torch.uint8).cpu()
+        h.update(memoryview(data.numpy()))
+    return h.hexdigest()
+
+
+def value_hash(value: object) -> str:
+    """A hash of a non-tensor state value (an int step, a flag) by its ``repr``."""
+    if isinstance(value, torch.Tensor):
+        return tensor_hash(value)
+    return hashlib.blake2b(repr(value).encode(), digest_size=HASH_BYTES).hexdigest()
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside DDP-style wrappers, so tensor names do not depend on the wrapper."""
+    while isinstance(model, nn.parallel.DistributedDataParallel | nn.DataParallel):
+        model = model.module
+    return model
+
+
+def state_hashes(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    master_params: Mapping[nn.Parameter, torch.Tensor] | None = None,
+) -> dict[str, str]:
+    """One hash per tensor: ``param/<name>``, ``buffer/<name>``, ``optim/<name>/<key>``.
+
+    Witness parameters are included (they are parameters of the model). Optimizer state
+    is named after the model parameter it belongs to; with ``master_params`` (model
+    parameter -> fp32 master, the optimizer's key) the master copy is hashed as
+    ``master/<name>`` and its state under the model parameter's name.
+    """
+    model = unwrap(model)
+    hashes: dict[str, str] = {}
+    names: dict[int, str] = {}
+    for name, param in model.named_parameters():
+        hashes[f"param/{name}"] = tensor_hash(param)
+        names[id(param)] = name
+    for name, buffer in model.named_buffers():
+        hashes[f"buffer/{name}"] = tensor_hash(buffer)
+    for param, master in (master_params or {}).items():
+        name = names.get(id(param))
+        if name is not None:
+            hashes[f"master/{name}"] = tensor_hash(master)
+            names[id(master)] = name
+    if optimizer is not None:
+        for g, group in enumerate(optimizer.param_groups):
+            for i, param in enumerate(group["params"]):
+                name = names.get(id(param), f"group{g}.param{i}")
+                for key, value in optimizer.state.get(param, {}).items():
+                    hashes[f"optim/{name}/{key}"] = value_hash(value)
+    return hashes

@@ -1,0 +1,138 @@
+"""After a committed step: snapshot the nonzero witness rows, then zero the stale ones.
+
+The order matters: the snapshot is the evidence of the step, and zeroing first would
+erase the evidence of the slots being recycled. Zeroing must reach every copy of a row
+that can make it nonzero again: the parameter, an fp32 master copy, and the optimizer
+moments (Adam's ``exp_avg``/``exp_avg_sq``, SGD momentum). An optimizer whose state this
+module does not know is refused, never silently left uncleared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from ftaudit.errors import FtauditError
+from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.trainer_hooks.torch.witness import WitnessSet
+
+ROW_STATE_KEYS: dict[type[torch.optim.Optimizer], tuple[str, ...]] = {
+    torch.optim.Adam: ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    torch.optim.AdamW: ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"),
+    torch.optim.SGD: ("momentum_buffer",),
+}
+"""Per optimizer class, the state tensors shaped like the parameter (row-wise state)."""
+
+MasterParams = Mapping[torch.nn.Parameter, torch.Tensor]
+"""Model witness parameter -> its fp32 master copy (the optimizer's parameter, if any)."""
+
+
+class UnsupportedOptimizerError(FtauditError, TypeError):
+    """The optimizer's per-row state is unknown, so stale witness rows cannot be cleared."""
+
+
+def row_state_keys(optimizer: torch.optim.Optimizer) -> tuple[str, ...]:
+    """The row-wise state keys of ``optimizer``; refuses an optimizer it cannot clear."""
+    for cls in type(optimizer).__mro__:
+        keys = ROW_STATE_KEYS.get(cls)  # type: ignore[call-overload]
+        if keys is not None:
+            return keys
+    supported = ", ".join(sorted(c.__name__ for c in ROW_STATE_KEYS))
+    raise UnsupportedOptimizerError(
+        f"{type(optimizer).__name__} is not supported by the witness clearing: its state "
+        f"could make cleared witness rows nonzero again. Use one of {supported}, or give "
+        "the witness parameters their own supported optimizer"
+    )
+
+
+def as_runs(ids: IntRuns | Sequence[int] | np.ndarray) -> IntRuns:
+    """Witness ids as a canonical set of runs."""
+    if isinstance(ids, IntRuns):
+        return IntRuns.from_ids(ids.to_array())
+    return IntRuns.from_ids(np.asarray(ids, dtype=np.int64).reshape(-1))
+
+
+def nonzero_rows(weight: torch.Tensor) -> IntRuns:
+    """The rows of a [B, 1] witness weight that hold a nonzero value, as runs.
+
+    Run boundaries are found on the weight's device, so only O(runs) values cross to
+    the host, not O(B) row numbers.
+    """
+    rows = weight.shape[0]
+    flat = weight.detach().reshape(rows, -1)
+    mask = flat.reshape(-1).ne(0) if flat.shape[1] == 1 else flat.ne(0).any(dim=1)
+    edges = torch.zeros(rows + 2, dtype=torch.int8, device=mask.device)
+    edges[1:-1] = mask
+    step = edges.diff()
+    starts = torch.nonzero(step == 1).reshape(-1)
+    ends = torch.nonzero(step == -1).reshape(-1)
+    if starts.numel() == 0:
+        return IntRuns()
+    return IntRuns(starts=starts.tolist(), lengths=(ends - starts).tolist())
+
+
+class WitnessClearer:
+    """Snapshots and clears the rows of one model's witnesses, with their optimizer state."""
+
+    def __init__(
+        self,
+        witnesses: WitnessSet,
+        optimizer: torch.optim.Optimizer,
+        master_params: MasterParams | None = None,
+    ) -> None:
+        self.witnesses = witnesses
+        self.optimizer = optimizer
+        self.state_keys = row_state_keys(optimizer)
+        self.master = dict(master_params or {})
+        optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        for name, witness in witnesses.instances().items():
+            key = self.master.get(witness.weight, witness.weight)
+            if id(key) not in optimized:
+                raise ValueError(
+                    f"witness {name} is not in the optimizer: install the witnesses before "
+                    "building the optimizer (or add their parameters to it)"
+                )
+
+    def _source(self, param: torch.nn.Parameter) -> torch.Tensor:
+        return self.master.get(param, param)
+
+    def snapshot(self) -> dict[str, IntRuns]:
+        """Nonzero rows per instance, read from the fp32 master copy where there is one."""
+        return {
+            name: nonzero_rows(self._source(witness.weight))
+            for name, witness in self.witnesses.instances().items()
+        }
+
+    def zero(self, stale_ids: IntRuns | Sequence[int] | np.ndarray) -> None:
+        """Zero ``stale_ids`` in every witness parameter, master copy and optimizer moment."""
+        runs = as_runs(stale_ids)
+        if not runs.starts:
+            return
+        with torch.no_grad():
+            for witness in self.witnesses.instances().values():
+                for tensor in self._row_tensors(witness.weight):
+                    _zero_runs(tensor, runs)
+
+    def _row_tensors(self, param: torch.nn.Parameter) -> Iterable[torch.Tensor]:
+        yield param
+        master = self.master.get(param)
+        if master is not None:
+            yield master
+        for key_param in (param, master):
+            if key_param is None:
+                continue
+            state = self.optimizer.state.get(key_param, {})
+            for key in self.state_keys:
+                value = state.get(key)
+                if isinstance(value, torch.Tensor) and value.shape == key_param.shape:
+                    yield value
+
+
+def _zero_runs(tensor: torch.Tensor, runs: IntRuns) -> None:
+    rows = tensor.shape[0]
+    for start, length in zip(runs.starts, runs.lengths, strict=True):
+        if start < 0 or start + length > rows:
+            raise ValueError(f"witness ids {start}..{start + length - 1} outside 0..{rows - 1}")
+        tensor[start : start + length].zero_()

@@ -1,0 +1,313 @@
+"""The trainer side of the hooks: one object per trainer rank, a few calls per step.
+
+It attaches to the incarnation the driver started, writes as ``Trainer(cell, rank)``,
+and owns the evidence of that rank: witness snapshots and clearing after each committed
+optimizer step, per-sample advantage summaries, metrics, weight checksums, and
+checkpoints that carry the witness rows and the optimizer state.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from ftaudit.eventlog.context import StepAttempt, current, step_context
+from ftaudit.eventlog.events import (
+    CheckpointRef,
+    ChecksumWhen,
+    Metric,
+    SampleAdvantageSummary,
+    WitnessSnapshot,
+)
+from ftaudit.eventlog.identity import Trainer
+from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.run import RunLog
+from ftaudit.eventlog.writer import EventWriter, WriterOptions
+from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule
+from ftaudit.trainer_hooks.torch.checksums import state_hashes, unwrap
+from ftaudit.trainer_hooks.torch.clearing import MasterParams, WitnessClearer, as_runs
+from ftaudit.trainer_hooks.torch.witness import WitnessSet, find_witnesses
+
+
+class TrainerHooks:
+    """The hooks of one trainer rank (``cell``, ``rank`` within the cell).
+
+    Typical step::
+
+        with hooks.step(step, attempt), hooks.batch(token_ids):
+            loss = model(x).loss
+            loss.backward()
+        optimizer.step()
+        hooks.after_optimizer_step(info.stale_ids)
+    """
+
+    def __init__(
+        self,
+        run: RunLog,
+        *,
+        cell: int,
+        rank: int,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        witnesses: WitnessSet | None = None,
+        role: Literal["actor", "critic"] = "actor",
+        master_params: MasterParams | None = None,
+        faults: FaultSchedule | None = None,
+    ) -> None:
+        self.run = run
+        self.identity = Trainer(role=role, cell_index=cell, rank_within_cell=rank)
+        self.writer: EventWriter = run.writer(self.identity)
+        self.model = model
+        self.optimizer = optimizer
+        self.witnesses = witnesses if witnesses is not None else find_witnesses(model)
+        self.master_params = dict(master_params or {})
+        self.clearer = WitnessClearer(self.witnesses, optimizer, self.master_params)
+        self.faults = FaultInjector(
+            faults or FaultSchedule(), self.writer, target="trainer", cell=cell, rank=rank
+        )
+
+    @classmethod
+    def attach(
+        cls,
+        run_dir: str | os.PathLike[str],
+        incarnation: int,
+        *,
+        cell: int,
+        rank: int,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        witnesses: WitnessSet | None = None,
+        role: Literal["actor", "critic"] = "actor",
+        master_params: MasterParams | None = None,
+        faults: FaultSchedule | None = None,
+        options: WriterOptions | None = None,
+    ) -> TrainerHooks:
+        """Join incarnation ``incarnation`` of the run at ``run_dir`` from a worker process."""
+        return cls(
+            RunLog.attach(run_dir, incarnation, options),
+            cell=cell,
+            rank=rank,
+            model=model,
+            optimizer=optimizer,
+            witnesses=witnesses,
+            role=role,
+            master_params=master_params,
+            faults=faults,
+        )
+
+    @property
+    def cell(self) -> int:
+        return self.identity.cell_index
+
+    @property
+    def rank(self) -> int:
+        return self.identity.rank_within_cell
+
+    # -- per step ------------------------------------------------------------------------
+
+    @contextmanager
+    def step(self, step: int, attempt: int = 0) -> Iterator[StepAttempt]:
+        """Events logged inside belong to this step and attempt."""
+        with step_context(step, attempt) as value:
+            yield value
+
+    def batch(self, token_ids: torch.Tensor) -> Any:
+        """The per-token witness ids of the batch that forwards inside run on."""
+        return self.witnesses.tokens(token_ids)
+
+    def maybe_fault(self, at: str = "step") -> None:
+        """Fire the fault scheduled for this rank at this point of the current step, if any."""
+        ctx = self._require_step("maybe_fault")
+        self.faults.maybe_fire(ctx.step, ctx.attempt, at)  # type: ignore[arg-type]
+
+    def after_optimizer_step(
+        self,
+        stale_ids: IntRuns | Sequence[int] | np.ndarray,
+        *,
+        checksum: bool = False,
+        flush: bool = True,
+    ) -> dict[str, IntRuns]:
+        """After a committed optimizer step: snapshot nonzero rows, log them, zero the stale.
+
+        ``stale_ids`` are the stale ids of the attempt's allocation
+        (:attr:`ftaudit.trainer_hooks.WitnessInfo.stale_ids`). Flushes by default, so the
+        evidence is durable before this rank reports its outcome to the driver.
+        """
+        self._require_step("after_optimizer_step")
+        stale = as_runs(stale_ids)
+        snapshot = self.clearer.snapshot()
+        for instance, nonzero in snapshot.items():
+            self.writer.log(
+                WitnessSnapshot(
+                    cell=self.cell, instance=instance, nonzero_ids=nonzero, stale_ids=stale
+                )
+            )
+        self.clearer.zero(stale)
+        if checksum:
+            self.log_checksums(ChecksumWhen.AFTER_STEP)
+        if flush:
+            self.writer.flush()
+        return snapshot
+
+    def log_metrics(self, values: Mapping[str, float]) -> None:
+        """Metrics of this rank for the current step (NaN and inf are kept)."""
+        self.writer.log(Metric(values={k: float(v) for k, v in values.items()}))
+
+    def log_sample_advantages(
+        self,
+        witness_ids: Sequence[int] | torch.Tensor,
+        token_counts: Sequence[int] | torch.Tensor,
+        all_zero: Sequence[bool] | torch.Tensor,
+    ) -> None:
+        """Per local sample: witness id, local token count, whether every advantage was zero.
+
+        Samples with all-zero advantage legitimately leave no trace in the witness; this
+        is what lets the verifier excuse them.
+        """
+        self.writer.log(
+            SampleAdvantageSummary(
+                cell=self.cell,
+                witness_ids=[int(x) for x in _as_list(witness_ids)],
+                token_counts=[int(x) for x in _as_list(token_counts)],
+                all_zero=[bool(x) for x in _as_list(all_zero)],
+            )
+        )
+
+    def log_advantages(
+        self,
+        witness_ids: Sequence[int] | torch.Tensor,
+        advantages: torch.Tensor,
+        loss_mask: torch.Tensor | None = None,
+    ) -> None:
+        """:meth:`log_sample_advantages` from per-token tensors [batch, seq] of this rank."""
+        counts, all_zero = advantage_summary(advantages, loss_mask)
+        self.log_sample_advantages(witness_ids, counts, all_zero)
+
+    # -- checksums and checkpoints -------------------------------------------------------
+
+    def hashes(self) -> dict[str, str]:
+        """Per-tensor hashes of parameters, buffers and optimizer state of this rank."""
+        return state_hashes(self.model, self.optimizer, master_params=self.master_params)
+
+    def log_checksums(
+        self,
+        when: ChecksumWhen | str,
+        *,
+        checkpoint: CheckpointRef | None = None,
+        source_cell: int | None = None,
+    ) -> dict[str, str]:
+        """Log a ``TrainerWeightChecksum`` of this rank's state; returns the hashes."""
+        from ftaudit.eventlog.events import TrainerWeightChecksum
+
+        hashes = self.hashes()
+        self.writer.log(
+            TrainerWeightChecksum(
+                when=ChecksumWhen(when),
+                cell=self.cell,
+                rank=self.rank,
+                hashes=hashes,
+                checkpoint=checkpoint,
+                heal_source=source_cell,
+            )
+        )
+        return hashes
+
+    def save_checkpoint(
+        self, path: str | os.PathLike[str], iteration: int, extra: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Save model (witness rows included) and optimizer state atomically, then log it.
+
+        Logs the ``at_save`` checksums and this rank's ``CheckpointSaved`` snapshot; the
+        driver marks the checkpoint complete once every rank has saved.
+        """
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "iteration": iteration,
+            "model": unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "master": [m.detach().clone() for m in self.master_params.values()],
+            "extra": dict(extra or {}),
+        }
+        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        self.log_checksums(
+            ChecksumWhen.AT_SAVE,
+            checkpoint=CheckpointRef(iteration=iteration, incarnation=self.run.incarnation),
+        )
+        self.run.record_checkpoint(iteration, path=str(target), source=self.identity)
+        return target
+
+    def load_checkpoint(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        checkpoint: CheckpointRef | None = None,
+        resume_stale_ids: IntRuns | Sequence[int] | None = None,
+    ) -> dict[str, Any]:
+        """Load a checkpoint saved by :meth:`save_checkpoint`; log ``after_load`` checksums.
+
+        ``checkpoint`` names it in the log (the driver's ``resume_from``), and
+        ``resume_stale_ids`` are the driver's :attr:`DriverSession.resume_stale_ids`,
+        zeroed right after loading (the checksums are taken before, so they compare
+        with what was saved). Returns ``{"iteration": ..., "extra": {...}}``.
+        """
+        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        with torch.no_grad():
+            for master, saved in zip(self.master_params.values(), state["master"], strict=True):
+                master.copy_(saved)
+        self.log_checksums(ChecksumWhen.AFTER_LOAD, checkpoint=checkpoint)
+        if resume_stale_ids is not None:
+            self.clear_at_resume(resume_stale_ids)
+        return {"iteration": state["iteration"], "extra": state["extra"]}
+
+    def clear_at_resume(self, stale_ids: IntRuns | Sequence[int]) -> None:
+        """Zero the driver's resume stale slots in the restored parameters and moments.
+
+        The ring slots the next allocations use were cleared on the abandoned timeline,
+        not in the restored weights; zeroing them here keeps the ring exact.
+        """
+        self.clearer.zero(stale_ids)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close this rank's writers."""
+        self.run.close()
+
+    def _require_step(self, what: str) -> StepAttempt:
+        ctx = current()
+        if ctx.step is None or ctx.attempt is None:
+            raise RuntimeError(f"{what} must run inside hooks.step(step, attempt)")
+        return ctx
+
+
+def advantage_summary(
+    advantages: torch.Tensor, loss_mask: torch.Tensor | None = None
+) -> tuple[list[int], list[bool]]:
+    """Per sample (row): the number of loss tokens, and whether all their advantages are 0."""
+    adv = advantages.detach()
+    mask = torch.ones_like(adv, dtype=torch.bool) if loss_mask is None else loss_mask.bool()
+    counts = mask.sum(dim=-1)
+    zero = ((adv == 0) | ~mask).all(dim=-1)
+    return counts.cpu().tolist(), zero.cpu().tolist()
+
+
+def _as_list(values: Sequence[Any] | torch.Tensor) -> list[Any]:
+    if isinstance(values, torch.Tensor):
+        return values.detach().cpu().reshape(-1).tolist()
+    return list(values)

@@ -1,0 +1,92 @@
+"""End to end with the verifier: retries and a resume pass ft-verify; a leaked retry fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ftaudit.trainer_hooks import DriverSession, ranks
+from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
+from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+B, BATCH, SEQ = 40, 4, 6
+
+
+def _worker(run_dir: Path, incarnation: int, seed: int) -> TrainerHooks:
+    model = make_model(seed=seed)
+    install_witnesses(model, B, layers="layers")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return TrainerHooks.attach(
+        run_dir, incarnation, cell=0, rank=0, model=model, optimizer=optimizer
+    )
+
+
+def _step(driver: DriverSession, hooks: TrainerHooks, step: int, retry: bool, leak: bool) -> None:
+    """One step; with ``retry`` attempt 0 is discarded (and with ``leak`` wrongly applied)."""
+    attempt = 0
+    while True:
+        info = driver.allocate(step, attempt, range(step * BATCH, (step + 1) * BATCH))
+        toks = tokens(BATCH, SEQ, seed=step)
+        with hooks.step(step, attempt):
+            with hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
+                hooks.optimizer.zero_grad()
+                lm_loss(hooks.model(toks), toks).backward()
+            if retry and attempt == 0:
+                if leak:
+                    hooks.optimizer.step()  # the bug: a discarded attempt reaches the weights
+                outcome = ranks("discarded_should_retry")
+            else:
+                hooks.optimizer.step()
+                hooks.after_optimizer_step(info.stale_ids, checksum=True)
+                outcome = ranks("normal")
+        if driver.end_attempt(step, attempt, {0: outcome}):
+            return
+        attempt += 1
+
+
+def _run(tmp_path: Path, leak: bool) -> subprocess.CompletedProcess[str]:
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt.pt"
+    meta = {"buffer_size": B, "dataset_size": 1000, "deterministic_order": True}
+    driver = DriverSession.start(run_dir, **meta)
+    hooks = _worker(run_dir, 0, seed=0)
+    for step in range(4):
+        _step(driver, hooks, step, retry=step == 2, leak=False)
+        if step == 1:
+            with hooks.step(step, 0):
+                hooks.save_checkpoint(ckpt, iteration=1)
+            driver.record_checkpoint(1, path=str(ckpt))
+    hooks.flush()
+    driver.flush()  # the job dies after step 3: steps 2 and 3 are abandoned
+
+    driver = DriverSession.start(run_dir, resume_from=1, **meta)
+    hooks = _worker(run_dir, driver.incarnation, seed=5)
+    with hooks.step(driver.first_step, 0):
+        hooks.load_checkpoint(
+            ckpt, checkpoint=driver.resume_from, resume_stale_ids=driver.resume_stale_ids
+        )
+    for step in range(driver.first_step, 12):  # 48+ ids: the ring of 40 wraps
+        _step(driver, hooks, step, retry=step == 7, leak=leak)
+    hooks.close()
+    driver.finish()
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("ft-verify")), str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_retries_and_resume_verify(tmp_path: Path) -> None:
+    result = _run(tmp_path, leak=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_leaked_retry_is_reported(tmp_path: Path) -> None:
+    result = _run(tmp_path, leak=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FT004" in result.stdout
