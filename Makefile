@@ -15,7 +15,9 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(PY) examples/quickstart.py
+	rm -rf runs/example
+	$(PY) examples/torch_loop.py runs/example
+	$(VENV)/bin/ft-verify runs/example
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples
