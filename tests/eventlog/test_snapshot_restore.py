@@ -104,3 +104,19 @@ def test_incarnation_numbers_are_never_reused(tmp_path: Path):
     assert attached.run_id == numbers[0].run_id
     with pytest.raises(ValueError, match="never started"):
         RunLog.attach(tmp_path, 7)
+
+
+def test_quickstart_example_runs(tmp_path: Path):
+    import subprocess
+    import sys
+
+    example = Path(__file__).parents[2] / "examples" / "quickstart.py"
+    out = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "witness_allocated" in out  # the count per type
+    assert "grad_norm" in out and "nan" in out  # NaN metrics survive
+    assert "last_seq" in out  # the checkpoint snapshot
