@@ -1,10 +1,10 @@
 # `make demo` and `make test` work on a fresh machine: each creates (or reuses) .venv.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# torch is pinned: pip takes the CPU build from this machine's disk.
-EXTRAS ?= torch,dev
+# torch is pinned in pyproject.toml: pip takes the CPU build from this machine's disk.
+EXTRAS ?= torch,ray,megatron,dev
 
-.PHONY: setup demo test test-fast test-slow lint bench
+.PHONY: setup browser demo test test-fast test-slow lint bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -14,19 +14,22 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Debian's chromium, for the HTML report tests (a no-op once installed).
+browser:
+	scripts/install_chromium.sh
+
 demo: setup
-	rm -rf runs/example
-	$(PY) examples/torch_loop.py runs/example
-	$(VENV)/bin/ft-verify runs/example
+	rm -rf runs/demo
+	$(VENV)/bin/ftaudit demo runs/demo
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
-test-fast: setup
+test-fast: setup browser
 	$(PY) -m pytest -q -m "not slow"
 
-test-slow: setup
+test-slow: setup browser
 	$(PY) -m pytest -q -m slow
 
 test: lint test-fast test-slow

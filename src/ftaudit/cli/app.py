@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from ftaudit.cli import demo_cmd, sql_cmd, verify_cmd
+from ftaudit.cli import compare_cmd, demo_cmd, report_cmd, show_cmd, sql_cmd, synth_cmd, verify_cmd
 from ftaudit.cli.terminal import run_app
 
 app = typer.Typer(
@@ -24,6 +24,10 @@ app = typer.Typer(
 app.command("verify")(verify_cmd.verify)
 app.command("sql")(sql_cmd.sql)
 app.command("demo")(demo_cmd.demo)
+app.command("show")(show_cmd.show)
+app.command("report")(report_cmd.report)
+app.command("compare")(compare_cmd.compare)
+app.command("synth")(synth_cmd.synth)
 
 
 def main() -> None:

@@ -76,7 +76,7 @@ def demo(
     if no_faults:
         schedule = DemoSchedule()
     elif faults is None:
-        schedule = default_schedule()
+        schedule = default_schedule(cells)
     else:
         text = faults if faults.lstrip().startswith(("{", "[")) else _read(Path(faults))
         schedule = guarded(lambda: _parse(DemoSchedule, text))

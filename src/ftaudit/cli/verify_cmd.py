@@ -64,6 +64,16 @@ def verify(
     strict: Annotated[
         bool, typer.Option("--strict", help="Warnings fail too (exit 1), not only errors.")
     ] = False,
+    since_step: Annotated[
+        int | None,
+        typer.Option(
+            "--since-step",
+            metavar="K",
+            min=0,
+            help="Incremental: check only steps >= K (earlier ones were checked before); "
+            "reads only the segments those steps need.",
+        ),
+    ] = None,
 ) -> None:
     """Verify that a run trained every sample exactly once.
 
@@ -77,7 +87,11 @@ def verify(
     select, skip = rule or None, tuple(skip_rule or ())
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
     with progress_display(wanted(), phases=len(rules) + 1) as progress:
-        report = guarded(lambda: run_verify(run_dir, select=select, skip=skip, progress=progress))
+        report = guarded(
+            lambda: run_verify(
+                run_dir, select=select, skip=skip, progress=progress, since_step=since_step
+            )
+        )
 
     to_terminal = output is None and fmt is ReportFormat.TEXT
     text = render(

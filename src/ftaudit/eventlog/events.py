@@ -189,6 +189,9 @@ class CheckpointSaved(Event):
     path: str = ""
     writers: dict[str, int] = {}
     complete: bool = False
+    chain_heads: dict[str, str] = {}
+    """Per writer of ``writers``: the digest of its segment ending at that sequence number,
+    which vouches for every event up to it (see ``eventlog/README.md``, tamper evidence)."""
 
 
 class TrainerWeightChecksum(Event):

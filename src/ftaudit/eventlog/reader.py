@@ -22,6 +22,10 @@ from ftaudit.eventlog.segment import (
     SegmentMeta,
 )
 
+UNREADABLE = (OSError, ValueError, pa.ArrowException)
+"""What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
+(``UnicodeDecodeError`` among them) from a footer whose names are no longer UTF-8."""
+
 
 @dataclass(frozen=True)
 class SegmentInfo:
@@ -47,13 +51,15 @@ class RunScan:
 def _check_segment(path: Path, writer_dir: str) -> SegmentInfo:
     if path.is_symlink():
         raise CorruptSegmentError(path, "is a symbolic link; segments must be plain files")
+    if not path.is_file():
+        raise CorruptSegmentError(path, "is not a regular file")
     try:
         md = pq.read_metadata(path)
         schema = md.schema.to_arrow_schema()
-    except (OSError, pa.ArrowException) as exc:
+    except UNREADABLE as exc:
         raise CorruptSegmentError(path, f"not a readable Parquet file ({exc})") from None
     try:
-        meta = SegmentMeta.from_metadata(schema.metadata)
+        meta = SegmentMeta.from_metadata(md.metadata)  # the footer's own values, digest too
     except (KeyError, ValueError, UnicodeDecodeError):
         raise CorruptSegmentError(
             path, "foreign Parquet file: no ftaudit segment metadata"
@@ -73,7 +79,23 @@ def _check_segment(path: Path, writer_dir: str) -> SegmentInfo:
             field.type
         ):
             raise CorruptSegmentError(path, f"envelope column {field.name!r} missing or mistyped")
+    _check_payload_types(path, meta, schema)
     return SegmentInfo(path, meta, md.num_rows, schema)
+
+
+def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
+    """A built-in event type's columns have the types its model maps to (a missing column is
+    an older segment and fine; a retyped one would mislead every query and rule)."""
+    for name in meta.types:
+        event_type = default_registry.get(name)
+        if event_type is None:
+            continue  # a user type: the session checks that it is registered
+        for want in event_type.arrow_fields:
+            i = schema.get_field_index(want.name)
+            if i >= 0 and not schema.field(i).type.equals(want.type):
+                raise CorruptSegmentError(
+                    path, f"column {want.name!r} is {schema.field(i).type}, not {want.type}"
+                )
 
 
 def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
@@ -84,6 +106,10 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
     if not root.is_dir():
         raise UnusableInputError(f"{root}: not a directory")
     events = root / EVENTS_DIR
+    if events.is_symlink():
+        raise UnusableInputError(
+            f"{events}: is a symbolic link; a run's segments must be inside its directory"
+        )
     if not events.is_dir():
         raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
     segments: list[SegmentInfo] = []
@@ -93,6 +119,8 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
             raise UnusableInputError(f"{writer_dir}: unexpected entry in {EVENTS_DIR}/")
         for path in sorted(writer_dir.iterdir()):
             if path.name.startswith(TEMP_PREFIX):
+                if path.is_symlink() or not path.is_file():
+                    raise UnusableInputError(f"{path}: unexpected entry in a writer folder")
                 torn.append(path)
             elif path.name.endswith(SEGMENT_SUFFIX):
                 segments.append(_check_segment(path, writer_dir.name))
@@ -106,7 +134,7 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
 def _records_of(info: SegmentInfo, registry: EventRegistry) -> Iterator[Record]:
     try:
         table = pq.read_table(info.path)
-    except (OSError, pa.ArrowException) as exc:
+    except UNREADABLE as exc:
         raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
     for row in table.to_pylist():
         event_type = registry.get(row["type"])

@@ -164,15 +164,21 @@ class RunLog:
     ) -> CheckpointSaved:
         """Checkpoint ``iteration`` is durable: flush, then log the snapshot of this process.
 
-        The snapshot is each of this process's writers' last durable sequence number:
-        O(writers), nothing is copied. ``complete`` defaults to True for the driver.
+        The snapshot is each of this process's writers' last durable sequence number and
+        the head of its hash chain: O(writers), nothing is copied. ``complete`` defaults to
+        True for the driver.
         """
         writer = self.writer(source)
-        snapshot = {w.writer_id: w.flush() for w in self._writers.values()}
+        snapshot: dict[str, int] = {}
+        heads: dict[str, str] = {}
+        for w in self._writers.values():
+            w.flush()
+            snapshot[w.writer_id], heads[w.writer_id] = w.chain_head
         event = CheckpointSaved(
             iteration=iteration,
             path=path,
             writers=snapshot,
+            chain_heads={k: v for k, v in heads.items() if v},
             complete=isinstance(source, Driver) if complete is None else complete,
         )
         writer.log(event)

@@ -11,6 +11,7 @@ so a flush is atomic as a whole: a crash loses a whole unflushed tail, never par
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 from array import array
 from dataclasses import dataclass, field
@@ -34,6 +35,11 @@ META_PREFIX = "ftaudit."
 
 Source = Driver | RolloutManager | Trainer | Engine
 
+
+DIGEST_KEY = f"{META_PREFIX}digest"
+DIGEST_PLACEHOLDER = "0" * 64
+"""The footer value the digest is computed with: a file's digest is the SHA-256 of its bytes
+with its own digest value replaced by this (see :func:`file_digest`)."""
 
 NO_VALUE = -1
 """Stands for None in the integer columns of a :class:`Batch` (steps are never negative)."""
@@ -82,6 +88,13 @@ class SegmentMeta:
     first_seq: int
     last_seq: int
     types: tuple[str, ...]
+    digest: str = ""
+    """SHA-256 of the whole file (its own digest value zeroed); "" in segments written before
+    ftaudit recorded digests."""
+    prev_digest: str = ""
+    """The digest of the writer's previous segment ("" for its first): the hash chain."""
+    dropped: int = 0
+    """Events the writer dropped just before this segment (the disk failed for too long)."""
 
     def to_metadata(self) -> dict[bytes, bytes]:
         values = {
@@ -92,6 +105,9 @@ class SegmentMeta:
             "first_seq": str(self.first_seq),
             "last_seq": str(self.last_seq),
             "types": ",".join(self.types),
+            "digest": self.digest or DIGEST_PLACEHOLDER,
+            "prev_digest": self.prev_digest,
+            "dropped": str(self.dropped),
         }
         return {(META_PREFIX + k).encode(): v.encode() for k, v in values.items()}
 
@@ -108,6 +124,9 @@ class SegmentMeta:
             first_seq=int(get("first_seq")),
             last_seq=int(get("last_seq")),
             types=tuple(t for t in get("types").split(",") if t),
+            digest=meta.get(DIGEST_KEY, ""),
+            prev_digest=meta.get(f"{META_PREFIX}prev_digest", ""),
+            dropped=int(meta.get(f"{META_PREFIX}dropped", "0")),
         )
 
 
@@ -138,6 +157,8 @@ def build_table(
     writer: str,
     source: Source,
     registry: EventRegistry,
+    prev_digest: str = "",
+    dropped: int = 0,
 ) -> tuple[pa.Table, SegmentMeta]:
     """Arrange a flush as one table: envelope columns, then the payload columns of each type.
 
@@ -190,6 +211,8 @@ def build_table(
         first_seq=first_seq,
         last_seq=first_seq + n - 1,
         types=tuple(types),
+        prev_digest=prev_digest,
+        dropped=dropped,
     )
     schema = pa.schema(fields, metadata=meta.to_metadata())
     return pa.Table.from_arrays(columns, schema=schema), meta
@@ -203,26 +226,88 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(table: pa.Table, final: Path, *, fsync: bool) -> None:
+def _digest_at(data: bytes | bytearray | memoryview) -> int:
+    """Where the digest value sits in a segment's bytes (its footer); -1 when it is not there."""
+    view = memoryview(data)
+    if len(view) < 12 or bytes(view[-4:]) != b"PAR1":
+        return -1
+    footer_len = int.from_bytes(view[-8:-4], "little")
+    start = len(view) - 8 - footer_len
+    if start < 4:
+        return -1
+    key = DIGEST_KEY.encode()
+    at = bytes(view[start:-8]).rfind(key)
+    if at < 0:
+        return -1
+    at += start + len(key)
+    # thrift compact protocol: the value's field header and length byte, then the value
+    if at + 2 + len(DIGEST_PLACEHOLDER) > len(view) - 8 or view[at + 1] != len(DIGEST_PLACEHOLDER):
+        return -1
+    return at + 2
+
+
+def file_digest(data: bytes | bytearray | memoryview) -> str | None:
+    """SHA-256 of a segment's bytes with its own digest value zeroed; None without a digest.
+
+    The digest covers every byte of the file (data pages, footer, every other metadata
+    value), so any change to a sealed segment, a single bit included, changes it.
+    """
+    at = _digest_at(data)
+    if at < 0:
+        return None
+    view = memoryview(data)
+    h = hashlib.sha256(view[:at])
+    h.update(DIGEST_PLACEHOLDER.encode())
+    h.update(view[at + len(DIGEST_PLACEHOLDER) :])
+    return h.hexdigest()
+
+
+def stored_digest(data: bytes | bytearray | memoryview) -> str | None:
+    """The digest value written in a segment's footer, read from the raw bytes."""
+    at = _digest_at(data)
+    if at < 0:
+        return None
+    return bytes(data[at : at + len(DIGEST_PLACEHOLDER)]).decode("ascii", "replace")
+
+
+def write_atomically(table: pa.Table, final: Path, *, fsync: bool) -> str:
     """Write ``table`` so that ``final`` is either absent or complete, never half-written.
 
     Temp file in the same directory, fsync, rename, fsync of the directory. With
     ``fsync=False`` the rename still hides partial files from readers, but a machine
-    crash (not a process crash) may lose recent segments.
+    crash (not a process crash) may lose recent segments. The file is built in memory
+    first, so its digest (see :func:`file_digest`) can be patched into its footer; a
+    failed write removes its temp file. Returns the digest.
     """
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table,
+        sink,
+        compression="zstd",
+        write_page_checksum=True,
+        write_statistics=["seq", "step", "attempt", "type"],
+    )
+    data = bytearray(sink.getvalue().to_pybytes())
+    at = _digest_at(data)
+    digest = file_digest(data)
+    if at < 0 or digest is None:
+        raise RuntimeError("segment footer lacks the digest placeholder")
+    data[at : at + len(digest)] = digest.encode()
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f"{TEMP_PREFIX}{final.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        pq.write_table(
-            table,
-            f,
-            compression="zstd",
-            write_page_checksum=True,
-            write_statistics=["seq", "step", "attempt", "type"],
-        )
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.rename(tmp, final)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.rename(tmp, final)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
     if fsync:
         fsync_dir(final.parent)
+    return digest

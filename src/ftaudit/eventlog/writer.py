@@ -93,6 +93,10 @@ class EventWriter:
         self._buffer_first_seq = 0
         self._next_seq = 0
         self._durable_seq = -1
+        self._head: tuple[int, str] = (-1, "")  # (last durable seq, digest of its segment)
+        self._dropped_pending = 0  # dropped since the last sealed segment, told in the next
+        self._failing = False  # the last write failed (told once it works again)
+        self._error: WriterError | None = None  # fail-closed: a background failure, raised next
         self._oldest_ns: int | None = None
         self._closed = False
         self._warned = False
@@ -108,6 +112,16 @@ class EventWriter:
     def last_durable_seq(self) -> int:
         """The highest sequence number in a sealed segment; -1 before the first flush."""
         return self._durable_seq
+
+    @property
+    def chain_head(self) -> tuple[int, str]:
+        """``(last durable seq, digest of the segment ending there)``, read together.
+
+        Each segment's footer records the digest of the writer's previous segment, so the
+        digest of the last one vouches for every event before it (``""`` before the first
+        flush). A checkpoint records it next to the sequence number.
+        """
+        return self._head
 
     def log(self, event: Event) -> int:
         """Buffer ``event`` and return its sequence number. Never blocks on I/O.
@@ -131,6 +145,8 @@ class EventWriter:
         if self._closed or self._forked:
             self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
             return -1
+        if self._error is not None:
+            self._raise_pending()
         now = time.time_ns()
         with self._lock:
             seq = self._next_seq
@@ -193,21 +209,43 @@ class EventWriter:
                 writer=self.writer_id,
                 source=self.source,
                 registry=self.registry,
+                prev_digest=self._head[1],
+                dropped=self._dropped_pending,
             )
-            write_atomically(
+            digest = write_atomically(
                 table, segment_path(self.run_dir, self.writer_id, first), fsync=self.options.fsync
             )
         except Exception as exc:
             self.stats.write_errors += 1
+            self._failing = True
             self._requeue(batch, first)
             if self.options.fail_closed:
-                raise WriterError(f"{self.run_dir}: cannot write events: {exc}") from exc
+                raise WriterError(
+                    f"{self.run_dir}: cannot write events of {self.writer_id}: {exc}"
+                ) from exc
             if not self._warned:
                 self._warned = True
                 log.warning(
-                    "ftaudit: cannot write events to %s (%s); will retry", self.run_dir, exc
+                    "ftaudit: cannot write events of %s to %s (%s); keeping them in memory "
+                    "and retrying (up to %d events, then the oldest are dropped)",
+                    self.writer_id,
+                    self.run_dir,
+                    exc,
+                    self.options.max_buffered,
                 )
             return
+        if self._failing:
+            self._failing = False
+            log.warning(
+                "ftaudit: writing events of %s again after %d failed flushes; %d events "
+                "dropped in all",
+                self.writer_id,
+                self.stats.write_errors,
+                self.stats.events_dropped,
+            )
+        self._dropped_pending = 0
+        self._error = None  # the disk recovered: what failed before is durable now
+        self._head = (meta.last_seq, digest)
         self._durable_seq = meta.last_seq
         self.stats.segments_written += 1
         self.stats.flush_seconds += time.perf_counter() - started
@@ -220,6 +258,7 @@ class EventWriter:
                 batch.drop_first(overflow)
                 first += overflow
                 self.stats.events_dropped += overflow
+                self._dropped_pending += overflow
             self._buffer, self._buffer_first_seq = batch, first
 
     def _drop(self, count: int, why: str) -> None:
@@ -240,8 +279,13 @@ class EventWriter:
             if due or len(self._buffer) >= self.options.flush_rows:
                 try:
                     self.flush()
-                except WriterError:
-                    pass  # fail-closed surfaces on the next explicit flush or log
+                except WriterError as exc:
+                    self._error = exc  # fail-closed: raised by the next log or flush
+
+    def _raise_pending(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 # Writers of this process, flushed at exit and on SIGTERM. Weak, so a dropped writer is

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.verifier.session import Session
+
+if TYPE_CHECKING:
+    from ftaudit.verifier.window import Window
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -116,10 +119,44 @@ def _runs(value: dict[str, list[int]] | None) -> IntRuns:
 
 
 class RunContext:
-    """The run as the rules see it: history, incarnations, allocations."""
+    """The run as the rules see it: history, incarnations, allocations.
 
-    def __init__(self, session: Session) -> None:
+    With a :class:`~ftaudit.verifier.window.Window` (``ft-verify --since-step K``) only
+    the segments a check of steps ``>= K`` needs were loaded; rules then judge only
+    those steps and do not mistake the unloaded past for missing events.
+    """
+
+    def __init__(self, session: Session, window: Window | None = None) -> None:
         self.session = session
+        self.window = window
+
+    @property
+    def since(self) -> int:
+        """The first step under judgement (0 for a full verification)."""
+        return self.window.since if self.window is not None else 0
+
+    def writer_complete(self, writer: str) -> bool:
+        """Whether every event of ``writer`` was loaded (always, in a full verification)."""
+        return self.window is None or self.window.complete(writer)
+
+    def incarnation_complete(self, incarnation: int) -> bool:
+        """Whether every event of the incarnation's driver was loaded."""
+        if self.window is None:
+            return True
+        drivers = {
+            s.meta.writer
+            for s in self.scan.segments
+            if s.meta.incarnation == incarnation and s.meta.writer.startswith("driver.")
+        }
+        return bool(drivers) and all(self.window.complete(w) for w in drivers)
+
+    def new_incarnation(self, incarnation: int) -> bool:
+        """Whether the incarnation began at a step under judgement."""
+        inc = self.incarnations.get(incarnation)
+        if inc is None:
+            return True
+        first = 0 if inc.resumed_iteration is None else inc.resumed_iteration + 1
+        return first >= self.since
 
     @property
     def scan(self):  # type: ignore[no-untyped-def]

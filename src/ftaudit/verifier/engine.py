@@ -8,10 +8,12 @@ from collections.abc import Callable, Sequence
 
 from ftaudit.errors import FtauditError
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.findings import Report, RuleResult
+from ftaudit.verifier.findings import Report, RuleResult, Violation
 from ftaudit.verifier.rules import RULES
-from ftaudit.verifier.rules.base import Rule
+from ftaudit.verifier.rules.base import Outcome, Rule
 from ftaudit.verifier.session import Session
+from ftaudit.verifier.window import Window
+from ftaudit.verifier.window import select as select_window
 
 
 class UnknownRuleError(FtauditError, ValueError):
@@ -43,6 +45,7 @@ def verify(
     select: Sequence[str] | None = None,
     skip: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    since_step: int | None = None,
 ) -> Report:
     """Check a run against every selected rule and return the report.
 
@@ -50,18 +53,37 @@ def verify(
     (missing, not a directory, no events, a corrupt or foreign segment, an unknown event
     type), with a one-line message naming the file; :class:`UnknownRuleError` for a bad
     rule name. A report with violations is returned, not raised.
+
+    ``since_step=K`` verifies incrementally: only the segments that a check of steps
+    ``>= K`` needs are read (see :mod:`ftaudit.verifier.window`), and only violations
+    at those steps (or in incarnations that began there) are reported. Its verdict on
+    those steps is the full verification's; its cost grows with the new events.
     """
     rules = select_rules(select, skip)
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
-    with Session.open(run_dir) as session:
-        ctx = RunContext(session)
+    window: Window | None = None
+    if since_step is not None and since_step > 0:
+        scan, window = select_window(run_dir, since_step)
+        opened = Session.open(run_dir, scan=scan, head_only=window.head_only)
+        if progress:
+            progress(
+                f"incremental from step {since_step}: {len(scan.segments)} of "
+                f"{window.total_segments} segments (events from step {window.lookback})"
+            )
+    else:
+        opened = Session.open(run_dir)
+    with opened as session:
+        ctx = RunContext(session, window)
         results = []
         for rule in rules:
             if progress:
                 progress(f"{rule.code} {rule.name}")
             started = time.perf_counter()
             outcome = rule.check(ctx)
+            if window is not None:
+                kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
+                outcome = Outcome(outcome.checked, kept)
             results.append(
                 RuleResult(
                     code=rule.code,
@@ -72,3 +94,17 @@ def verify(
                 )
             )
     return Report(run_dir=os.fspath(run_dir), results=tuple(results))
+
+
+def _is_new(ctx: RunContext, v: Violation) -> bool:
+    """In an incremental verification: whether ``v`` is about the steps under judgement.
+
+    A violation at a step before ``since`` was (or will be) reported by the check of
+    that step; one without a step belongs to its incarnation, new if that incarnation
+    began at ``since`` or later. Log integrity findings (holes, torn files) are always
+    reported: a gate must hear of them.
+    """
+    step, inc = v.location.step, v.location.incarnation
+    if step is not None:
+        return step >= ctx.since
+    return inc is None or v.code == "FT001" or ctx.new_incarnation(inc)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -26,7 +26,8 @@ from ftaudit.errors import (
 )
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.views import create_views
+from ftaudit.eventlog.sql import string_list
+from ftaudit.eventlog.views import SEGMENTS, create_views
 from ftaudit.verifier.views import create_history_views
 
 
@@ -60,14 +61,28 @@ class Session:
 
     @classmethod
     def open(
-        cls, run_dir: str | os.PathLike[str], *, registry: EventRegistry = default_registry
+        cls,
+        run_dir: str | os.PathLike[str],
+        *,
+        registry: EventRegistry = default_registry,
+        scan: RunScan | None = None,
+        head_only: Collection[str] = (),
     ) -> Session:
-        """Scan and check the run, then load its segments; raises ``UnusableInputError``."""
-        scan = scan_run(run_dir)
+        """Scan and check the run, then load its segments; raises ``UnusableInputError``.
+
+        An incremental verification passes the ``scan`` of the segments it needs, and
+        the ``head_only`` segments of which only the ``run_started`` rows are kept.
+        """
+        scan = scan if scan is not None else scan_run(run_dir)
         check_types(scan, registry)
         con = duckdb.connect(":memory:")
         try:
             create_views(con, scan, registry, materialize=True)
+            if head_only:
+                con.execute(
+                    f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
+                    f"AND list_contains({string_list(sorted(head_only))}, filename)"
+                )
             create_history_views(con)
         except duckdb.Error as exc:
             con.close()

@@ -54,11 +54,12 @@ def as_runs(ids: IntRuns | Sequence[int] | np.ndarray) -> IntRuns:
     return IntRuns.from_ids(np.asarray(ids, dtype=np.int64).reshape(-1))
 
 
-def nonzero_rows(weight: torch.Tensor) -> IntRuns:
+def nonzero_rows(weight: torch.Tensor, offset: int = 0) -> IntRuns:
     """The rows of a [B, 1] witness weight that hold a nonzero value, as runs.
 
     Run boundaries are found on the weight's device, so only O(runs) values cross to
-    the host, not O(B) row numbers.
+    the host, not O(B) row numbers. ``offset`` is the global row of ``weight``'s first
+    row, for a shard of the rows (a distributed optimizer's main-param shard).
     """
     rows = weight.shape[0]
     flat = weight.detach().reshape(rows, -1)
@@ -70,7 +71,7 @@ def nonzero_rows(weight: torch.Tensor) -> IntRuns:
     ends = torch.nonzero(step == -1).reshape(-1)
     if starts.numel() == 0:
         return IntRuns()
-    return IntRuns(starts=starts.tolist(), lengths=(ends - starts).tolist())
+    return IntRuns(starts=(starts + offset).tolist(), lengths=(ends - starts).tolist())
 
 
 class WitnessClearer:
@@ -128,6 +129,20 @@ class WitnessClearer:
                 value = state.get(key)
                 if isinstance(value, torch.Tensor) and value.shape == key_param.shape:
                     yield value
+
+
+def zero_rows(tensor: torch.Tensor, runs: IntRuns, offset: int = 0) -> None:
+    """Zero the global rows ``runs`` that fall in a shard holding rows ``offset ...``.
+
+    ``tensor``'s first dimension is rows ``offset .. offset + len(tensor) - 1`` of the
+    witness; rows outside the shard are someone else's and left alone.
+    """
+    rows = tensor.shape[0]
+    with torch.no_grad():
+        for start, length in zip(runs.starts, runs.lengths, strict=True):
+            lo, hi = max(start - offset, 0), min(start + length - offset, rows)
+            if lo < hi:
+                tensor[lo:hi].zero_()
 
 
 def _zero_runs(tensor: torch.Tensor, runs: IntRuns) -> None:

@@ -13,7 +13,7 @@ ids come through :meth:`WitnessSet.tokens`, not through the model's forward sign
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -47,17 +47,68 @@ class _WitnessAdd(torch.autograd.Function):
         grad_weight = None
         if ctx.needs_input_grad[1]:
             (ids,) = ctx.saved_tensors
-            per_token = grad.abs().sum(dim=-1, dtype=torch.float32).reshape(-1)
-            flat_ids = ids.reshape(-1)
-            # ids < 0 mark tokens without a witness (padding); adding 0.0 to row 0 keeps it
-            # exact without a device-to-host sync
-            valid = flat_ids >= 0
-            rows = torch.zeros(ctx.rows, dtype=torch.float32, device=grad.device)
-            rows.index_put_(
-                (flat_ids.clamp_min(0),), per_token * valid, accumulate=True
-            )  # deterministic under torch.use_deterministic_algorithms(True)
-            grad_weight = rows.unsqueeze(1).to(ctx.weight_dtype)
+            per_token = grad.abs().sum(dim=-1, dtype=torch.float32)
+            grad_weight = _row_grad(per_token, ids, ctx.rows, ctx.weight_dtype)
         return grad, grad_weight, None
+
+
+def _row_grad(
+    per_token: torch.Tensor, ids: torch.Tensor, rows: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """The [rows, 1] witness gradient: each token's value added to the row of its id."""
+    flat_ids = ids.reshape(-1)
+    # ids < 0 mark tokens without a witness (padding); adding 0.0 to row 0 keeps it
+    # exact without a device-to-host sync
+    valid = flat_ids >= 0
+    out = torch.zeros(rows, dtype=torch.float32, device=per_token.device)
+    out.index_put_(
+        (flat_ids.clamp_min(0),), per_token.reshape(-1) * valid, accumulate=True
+    )  # deterministic under torch.use_deterministic_algorithms(True)
+    return out.unsqueeze(1).to(dtype)
+
+
+class _WitnessTokens(torch.autograd.Function):
+    """Zeros [*ids.shape, 1] (fp32) whose gradient is added to the rows of ``ids``.
+
+    With sequence parallelism this per-token tensor covers the whole sequence and is
+    scattered to the rank's part of it; the scatter's backward gathers the per-token
+    gradients, so every tensor-parallel rank gets the rows of the whole sequence.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(ids)
+        ctx.rows = weight.shape[0]
+        ctx.weight_dtype = weight.dtype
+        return torch.zeros((*ids.shape, 1), dtype=torch.float32, device=ids.device)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, None]:
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        (ids,) = ctx.saved_tensors
+        return _row_grad(grad.reshape(ids.shape), ids, ctx.rows, ctx.weight_dtype), None
+
+
+class _WitnessProbe(torch.autograd.Function):
+    """Forward: ``hidden`` bitwise. Backward: ``sum over hidden of |grad|`` to ``tokens``."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return hidden.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        per_token = None
+        if ctx.needs_input_grad[1]:
+            per_token = grad.abs().sum(dim=-1, keepdim=True, dtype=torch.float32)
+        return grad, per_token
+
+
+TokenRegion = Callable[[torch.Tensor], torch.Tensor]
+"""Maps a per-token tensor of the whole sequence ([seq, batch, 1] in ``sbh``) to this
+rank's part of the hidden states, differentiably: with Megatron's sequence parallelism,
+``scatter_to_sequence_parallel_region`` (whose backward all-gathers)."""
 
 
 class WitnessEmbedding(nn.Embedding):
@@ -78,15 +129,32 @@ class WitnessEmbedding(nn.Embedding):
         nn.init.zeros_(self.weight)
 
     def forward(  # type: ignore[override]
-        self, hidden: torch.Tensor, ids: torch.Tensor, layout: Layout = "bsh"
+        self,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        layout: Layout = "bsh",
+        region: TokenRegion | None = None,
     ) -> torch.Tensor:
         """``hidden`` unchanged in value; its backward marks the rows of ``ids``.
 
         ``ids`` holds one witness id per token, shaped [batch, seq] (or [tokens] for
         packed 2-D hidden states); with ``layout="sbh"`` it is transposed to match.
+        With ``region`` (sequence parallelism) ``ids`` cover the whole sequence and the
+        hidden states only this rank's part; see :data:`TokenRegion`.
         """
-        ids = _align_ids(hidden, ids, layout).to(device=hidden.device, non_blocking=True)
-        return _WitnessAdd.apply(hidden, self.weight, ids)
+        if region is None:
+            ids = _align_ids(hidden, ids, layout).to(device=hidden.device, non_blocking=True)
+            return _WitnessAdd.apply(hidden, self.weight, ids)
+        if layout == "sbh" and ids.dim() == 2:
+            ids = ids.transpose(0, 1)
+        ids = ids.long().to(device=hidden.device, non_blocking=True)
+        local = region(_WitnessTokens.apply(self.weight, ids))
+        if tuple(local.shape[:-1]) != tuple(hidden.shape[:-1]):
+            raise ValueError(
+                f"witness ids of shape {tuple(ids.shape)} give {tuple(local.shape[:-1])} tokens "
+                f"in this rank's region, but its hidden states are {tuple(hidden.shape)}"
+            )
+        return _WitnessProbe.apply(hidden, local)
 
 
 def _align_ids(hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> torch.Tensor:
@@ -159,21 +227,23 @@ class WitnessSet(nn.Module):
         layout: Layout = "bsh",
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
+        region: TokenRegion | None = None,
     ) -> WitnessEmbedding:
         """Add witness ``instance`` on ``module``'s first input or (first) output.
 
         Works through hooks, so the module's code is untouched; a tuple or list output
         (as many transformer layers return) gets the witness on its first element.
+        ``region`` is for sequence parallelism (see :data:`TokenRegion`).
         """
         if device is None:
             device = next((p.device for p in module.parameters()), None)
         witness = self.add(instance, device=device, dtype=dtype)
         if at == "input":
             handle = module.register_forward_pre_hook(
-                self._input_hook(witness, layout), with_kwargs=True
+                self._input_hook(witness, layout, region), with_kwargs=True
             )
         elif at == "output":
-            handle = module.register_forward_hook(self._output_hook(witness, layout))
+            handle = module.register_forward_hook(self._output_hook(witness, layout, region))
         else:
             raise ValueError(f"at must be 'input' or 'output', not {at!r}")
         self._hooks.append(handle)
@@ -208,34 +278,42 @@ class WitnessSet(nn.Module):
         return self._ids[-1] if self._ids else None
 
     def _apply_to(
-        self, witness: WitnessEmbedding, hidden: Any, layout: Layout
+        self,
+        witness: WitnessEmbedding,
+        hidden: Any,
+        layout: Layout,
+        region: TokenRegion | None = None,
     ) -> tuple[bool, torch.Tensor]:
         ids = self.active_ids
         if ids is None or not torch.is_grad_enabled() or not isinstance(hidden, torch.Tensor):
             return False, hidden  # evaluation or no batch context: nothing to witness
-        return True, witness(hidden, ids, layout)
+        return True, witness(hidden, ids, layout, region)
 
-    def _input_hook(self, witness: WitnessEmbedding, layout: Layout) -> Any:
+    def _input_hook(
+        self, witness: WitnessEmbedding, layout: Layout, region: TokenRegion | None = None
+    ) -> Any:
         def hook(
             module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
             if args:
-                changed, hidden = self._apply_to(witness, args[0], layout)
+                changed, hidden = self._apply_to(witness, args[0], layout, region)
                 return ((hidden, *args[1:]), kwargs) if changed else None
             key = next(iter(kwargs), None)  # hidden passed by keyword: the first one
             if key is None:
                 return None
-            changed, hidden = self._apply_to(witness, kwargs[key], layout)
+            changed, hidden = self._apply_to(witness, kwargs[key], layout, region)
             return (args, {**kwargs, key: hidden}) if changed else None
 
         return hook
 
-    def _output_hook(self, witness: WitnessEmbedding, layout: Layout) -> Any:
+    def _output_hook(
+        self, witness: WitnessEmbedding, layout: Layout, region: TokenRegion | None = None
+    ) -> Any:
         def hook(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
             if isinstance(output, tuple | list) and output:
-                changed, hidden = self._apply_to(witness, output[0], layout)
+                changed, hidden = self._apply_to(witness, output[0], layout, region)
                 return type(output)([hidden, *output[1:]]) if changed else None
-            changed, hidden = self._apply_to(witness, output, layout)
+            changed, hidden = self._apply_to(witness, output, layout, region)
             return hidden if changed else None
 
         return hook

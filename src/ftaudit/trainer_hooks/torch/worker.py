@@ -9,10 +9,10 @@ checkpoints that carry the witness rows and the optimizer state.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import torch
@@ -36,6 +36,21 @@ from ftaudit.trainer_hooks.torch.clearing import MasterParams, WitnessClearer, a
 from ftaudit.trainer_hooks.torch.witness import WitnessSet, find_witnesses
 
 
+class Clearer(Protocol):
+    """Snapshots and clears witness rows: :class:`WitnessClearer`, or a framework's own
+    (:class:`ftaudit.trainer_hooks.megatron.MegatronWitnessClearer`)."""
+
+    def snapshot(self) -> dict[str, IntRuns]: ...
+
+    def zero(self, stale_ids: IntRuns | Sequence[int] | np.ndarray) -> None: ...
+
+
+class TokenContext(Protocol):
+    """Gives the per-token witness ids to forwards run inside (:meth:`WitnessSet.tokens`)."""
+
+    def tokens(self, ids: torch.Tensor) -> AbstractContextManager[torch.Tensor]: ...
+
+
 class TrainerHooks:
     """The hooks of one trainer rank (``cell``, ``rank`` within the cell).
 
@@ -56,19 +71,33 @@ class TrainerHooks:
         rank: int,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        witnesses: WitnessSet | None = None,
+        witnesses: WitnessSet | TokenContext | None = None,
         role: Literal["actor", "critic"] = "actor",
         master_params: MasterParams | None = None,
         faults: FaultSchedule | None = None,
+        clearer: Clearer | None = None,
+        hasher: Callable[[], dict[str, str]] | None = None,
     ) -> None:
+        """``clearer`` and ``hasher`` replace the plain-PyTorch witness clearing and state
+        hashes for frameworks whose optimizers keep their own copies (Megatron-core)."""
         self.run = run
         self.identity = Trainer(role=role, cell_index=cell, rank_within_cell=rank)
         self.writer: EventWriter = run.writer(self.identity)
         self.model = model
         self.optimizer = optimizer
-        self.witnesses = witnesses if witnesses is not None else find_witnesses(model)
         self.master_params = dict(master_params or {})
-        self.clearer = WitnessClearer(self.witnesses, optimizer, self.master_params)
+        self.witnesses: WitnessSet | TokenContext
+        self.clearer: Clearer
+        if clearer is not None:
+            if witnesses is None:
+                raise ValueError("with a clearer, give its witnesses too")
+            self.witnesses, self.clearer = witnesses, clearer
+        else:
+            self.witnesses = witnesses if witnesses is not None else find_witnesses(model)
+            if not isinstance(self.witnesses, WitnessSet):
+                raise TypeError("these witnesses need their own clearer: pass clearer=")
+            self.clearer = WitnessClearer(self.witnesses, optimizer, self.master_params)
+        self.hasher = hasher
         self.faults = FaultInjector(
             faults or FaultSchedule(), self.writer, target="trainer", cell=cell, rank=rank
         )
@@ -83,11 +112,13 @@ class TrainerHooks:
         rank: int,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        witnesses: WitnessSet | None = None,
+        witnesses: WitnessSet | TokenContext | None = None,
         role: Literal["actor", "critic"] = "actor",
         master_params: MasterParams | None = None,
         faults: FaultSchedule | None = None,
         options: WriterOptions | None = None,
+        clearer: Clearer | None = None,
+        hasher: Callable[[], dict[str, str]] | None = None,
     ) -> TrainerHooks:
         """Join incarnation ``incarnation`` of the run at ``run_dir`` from a worker process."""
         return cls(
@@ -100,6 +131,8 @@ class TrainerHooks:
             role=role,
             master_params=master_params,
             faults=faults,
+            clearer=clearer,
+            hasher=hasher,
         )
 
     @property
@@ -194,6 +227,8 @@ class TrainerHooks:
 
     def hashes(self) -> dict[str, str]:
         """Per-tensor hashes of parameters, buffers and optimizer state of this rank."""
+        if self.hasher is not None:
+            return self.hasher()
         return state_hashes(self.model, self.optimizer, master_params=self.master_params)
 
     def log_checksums(

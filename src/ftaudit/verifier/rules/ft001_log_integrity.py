@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.reader import SegmentInfo
+from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
+from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import Outcome, Rule
@@ -25,6 +25,10 @@ RESUMES = """
     LEFT JOIN (SELECT DISTINCT iteration, incarnation FROM checkpoints WHERE complete) c
       ON c.iteration = i.resumed_iteration AND c.incarnation = i.resumed_incarnation
     ORDER BY i.incarnation"""
+
+CHAIN_HEADS = """
+    SELECT iteration, incarnation, writers, chain_heads FROM checkpoint_saved
+    WHERE chain_heads IS NOT NULL ORDER BY incarnation, iteration"""
 
 UNSTARTED = """
     SELECT incarnation, min(writer) AS writer, count(*) AS events FROM events
@@ -43,6 +47,12 @@ class LogIntegrity(Rule):
     the log marks complete. (Unreadable or foreign segments stop verification earlier,
     as unusable input.)
 
+    Tamper evidence: every segment's footer holds the SHA-256 of the file (its own digest
+    zeroed) and the digest of the writer's previous segment, and each checkpoint records the
+    digest at the sequence number it snapshots. A segment whose bytes no longer match its
+    digest, a segment that does not follow its predecessor, or a chain head that differs from
+    the checkpoint's means an event was edited, removed, reordered or inserted.
+
     Fails::
 
         events/driver.i0.../000000000000.parquet   seq 0..9
@@ -60,7 +70,8 @@ class LogIntegrity(Rule):
     def check(self, ctx: RunContext) -> Outcome:
         segments = ctx.scan.segments
         violations = [
-            *self._sequences(segments),
+            *self._sequences(ctx, segments),
+            *self._chains(ctx, segments),
             *self._torn(ctx.scan.torn),
             *self._tails(ctx, segments),
             *self._run_ids(segments),
@@ -68,14 +79,17 @@ class LogIntegrity(Rule):
         ]
         return Outcome(len(segments), tuple(violations))
 
-    def _sequences(self, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+    def _sequences(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        window = ctx.window
         by_writer: dict[str, list[SegmentInfo]] = defaultdict(list)
         for info in segments:
-            by_writer[info.meta.writer].append(info)
+            if window is None or str(info.path) not in window.head_only:
+                by_writer[info.meta.writer].append(info)
         out = []
         for writer, infos in sorted(by_writer.items()):
             infos.sort(key=lambda i: i.meta.first_seq)
-            expected = 0
+            # incremental: the writer's earlier segments were checked before
+            expected = window.first_seq.get(writer, 0) if window is not None else 0
             previous: SegmentInfo | None = None
             for info in infos:
                 first, last = info.meta.first_seq, info.meta.last_seq
@@ -84,10 +98,18 @@ class LogIntegrity(Rule):
                 )
                 if first > expected:
                     after = f" after {previous.path.name}" if previous else " at its start"
+                    why = "a segment was deleted or never written"
+                    linked = info.meta.prev_digest == (previous.meta.digest if previous else "")
+                    if info.meta.dropped == first - expected and linked:
+                        why = (
+                            f"the writer dropped them: it could not write for too long "
+                            f"(disk full or unwritable) and {info.meta.dropped} events "
+                            "overflowed its buffer"
+                        )
                     out.append(
                         self.violation(
                             f"hole in writer {writer}: events {expected}..{first - 1} are "
-                            f"missing{after} (a segment was deleted or never written)",
+                            f"missing{after} ({why})",
                             location=where,
                             ids=list(range(expected, min(first, expected + 200))),
                             id_count=first - expected,
@@ -106,13 +128,92 @@ class LogIntegrity(Rule):
                 previous = info
         return out
 
+    def _chains(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """Each segment matches its digest and follows its predecessor; checkpoints agree."""
+        if not any(info.meta.digest for info in segments):
+            return [
+                self.violation(
+                    "no segment of this run carries a content digest (written by an ftaudit "
+                    "older than the hash chain): edits to the log cannot be detected",
+                    severity=Severity.WARNING,
+                )
+            ]
+        by_writer: dict[str, list[SegmentInfo]] = defaultdict(list)
+        for info in segments:
+            by_writer[info.meta.writer].append(info)
+        out = []
+        for writer, infos in sorted(by_writer.items()):
+            infos.sort(key=lambda i: i.meta.first_seq)
+            previous: SegmentInfo | None = None
+            for info in infos:
+                where = Location(
+                    incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
+                )
+                problem = _digest_problem(info)
+                if problem:
+                    out.append(
+                        self.violation(
+                            f"segment {info.path.name} of writer {writer} was altered after it "
+                            f"was sealed: {problem} (an event edited, removed, inserted or "
+                            "reordered, or the file damaged)",
+                            location=where,
+                        )
+                    )
+                want = previous.meta.digest if previous else ""
+                contiguous = info.meta.first_seq == (previous.meta.last_seq + 1 if previous else 0)
+                if info.meta.prev_digest != want and contiguous:  # holes are reported already
+                    before = f"{previous.path.name}" if previous else "nothing (its first)"
+                    out.append(
+                        self.violation(
+                            f"hash chain broken in writer {writer}: segment {info.path.name} "
+                            f"does not follow {before}; a segment was replaced, removed, "
+                            "reordered or inserted",
+                            location=where,
+                        )
+                    )
+                previous = info
+        ends = {(info.meta.writer, info.meta.last_seq): info for info in segments}
+        for r in ctx.rows(CHAIN_HEADS, label="FT001 chain heads"):
+            seqs, heads = _as_dict(r["writers"]), _as_dict(r["chain_heads"])
+            for writer, head in sorted(heads.items()):
+                seq = seqs.get(writer)
+                info = ends.get((writer, seq))
+                where = Location(incarnation=r["incarnation"], writer=writer)
+                if info is None:
+                    # a seq inside a segment: re-cut; beyond them all: a truncated tail (_tails)
+                    inside = seq is not None and any(
+                        i.meta.first_seq <= seq < i.meta.last_seq for i in by_writer.get(writer, ())
+                    )
+                    if inside:
+                        out.append(
+                            self.violation(
+                                f"writer {writer} has no segment ending at seq {seq}, where "
+                                f"checkpoint {r['iteration']} recorded its chain head: its "
+                                "segments were rewritten after the checkpoint",
+                                location=where,
+                            )
+                        )
+                elif info.meta.digest != head:
+                    out.append(
+                        self.violation(
+                            f"writer {writer}'s events up to seq {seq} differ from what "
+                            f"checkpoint {r['iteration']} recorded (chain head {head[:12]}..., "
+                            f"now {info.meta.digest[:12] or 'none'}...): the log was rewritten "
+                            "after the checkpoint",
+                            location=Location(
+                                incarnation=r["incarnation"], writer=writer, segment=str(info.path)
+                            ),
+                        )
+                    )
+        return out
+
     def _torn(self, torn: tuple[Path, ...]) -> list[Violation]:
         out = []
         for path in torn:
             try:
                 rows = pq.read_metadata(path).num_rows
                 state = f"complete ({rows} events) but never renamed: recoverable"
-            except (OSError, pa.ArrowException):
+            except UNREADABLE:
                 state = "partially written: its events were lost"
             out.append(
                 self.violation(
@@ -125,7 +226,7 @@ class LogIntegrity(Rule):
         return out
 
     def _tails(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
-        last: dict[str, int] = {}
+        last: dict[str, int] = dict(ctx.window.last_seq) if ctx.window is not None else {}
         for info in segments:
             last[info.meta.writer] = max(last.get(info.meta.writer, -1), info.meta.last_seq)
         out = []
@@ -169,8 +270,8 @@ class LogIntegrity(Rule):
                 out.append(
                     self.violation(f"incarnation {inc} logged {r['starts']} starts", location=where)
                 )
-            if r["resumed_iteration"] is None:
-                continue
+            if r["resumed_iteration"] is None or not ctx.new_incarnation(inc):
+                continue  # incremental: an older resume was checked when it happened
             ref = f"checkpoint {r['resumed_iteration']} of incarnation {r['resumed_incarnation']}"
             if r["resumed_incarnation"] >= inc:
                 out.append(
@@ -196,3 +297,28 @@ class LogIntegrity(Rule):
                 )
             )
         return out
+
+
+def _digest_problem(info: SegmentInfo) -> str | None:
+    """Why a segment's bytes do not match its recorded digest; None when they do."""
+    if not info.meta.digest:
+        return "its footer has no content digest, unlike the rest of the run"
+    try:
+        data = info.path.read_bytes()
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    actual = file_digest(data)
+    if actual is None:
+        return "its digest cannot be found in its footer"
+    if actual != info.meta.digest:
+        return f"its bytes hash to {actual[:12]}..., its footer says {info.meta.digest[:12]}..."
+    return None
+
+
+def _as_dict(value: object) -> dict:
+    """A map column from Arrow (a list of pairs) as a dict."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    return dict(value)  # type: ignore[arg-type]

@@ -58,7 +58,8 @@ class StepContinuity(Rule):
                 )
         if counts:
             steps = np.fromiter(counts, np.int64)
-            gaps = Spans.of([0], [int(steps.max()) + 1]) - Spans.from_ids(steps)
+            # incremental: the steps before ``since`` were checked before
+            gaps = Spans.of([ctx.since], [int(steps.max()) + 1]) - Spans.from_ids(steps)
             for s, e in zip(gaps.starts.tolist(), gaps.ends.tolist(), strict=True):
                 what = f"step {s} was" if e - s == 1 else f"steps {s}..{e - 1} were"
                 out.append(
@@ -108,6 +109,8 @@ class StepContinuity(Rule):
             inc = incs.get(r["incarnation"])
             if inc is None:
                 continue  # FT001 reports an incarnation without a start
+            if not ctx.incarnation_complete(inc.incarnation):
+                continue  # incremental: its first step was not loaded, nor judged now
             expected = 0 if inc.resumed_iteration is None else inc.resumed_iteration + 1
             if r["first_step"] != expected:
                 where = (

@@ -53,7 +53,8 @@ class AllocatorReplay(Rule):
         earlier: list[Allocation] = []
         for inc in sorted(by_inc):
             allocs = by_inc[inc]
-            out += self._resume(ctx, inc, allocs, earlier, highest, B)
+            if ctx.incarnation_complete(inc):  # incremental: an old resume was judged before
+                out += self._resume(ctx, inc, allocs, earlier, highest, B)
             counter = allocs[0].start if allocs[0].start >= 0 else 0
             for a in allocs:
                 out += self._replay(a, counter, B)
@@ -108,10 +109,11 @@ class AllocatorReplay(Rule):
                     ids += (hit % B).tolist()
                     samples += a.samples_at(hit).tolist()
                     owners.add(ctx.describe_key(a.key))
+            lowest = int(reissued.head(1)[0])
             out.append(
                 self.violation(
-                    f"incarnation {inc} resumed the allocator at counter {first.start}, below "
-                    f"the highest counter ever logged ({highest}): it re-issues "
+                    f"incarnation {inc} allocated from counter {lowest}, below the highest "
+                    f"counter ever logged before it ({highest}): it re-issues "
                     f"{len(reissued)} ids {Spans.from_ids(np.asarray(ids)).describe()} that "
                     f"were allocated to samples {ctx.describe_samples(np.asarray(samples))} by "
                     f"{'; '.join(sorted(owners))}; weights that were not rolled back would "

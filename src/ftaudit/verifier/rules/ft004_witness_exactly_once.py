@@ -92,6 +92,8 @@ class WitnessExactlyOnce(Rule):
         violations: list[Violation] = []
         checked = 0
         for step in ctx.committed:
+            if step.step < ctx.since:
+                continue  # incremental: judged by an earlier check
             normal = set(step.normal_cells())
             step_groups = by_key.get(step.key, [])
             violations += self._absent(step, normal, step_groups, instances)

@@ -87,7 +87,9 @@ class SampleExactlyOnce(Rule):
     def _skipped(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
         trained = union_all(Spans.of(*_sample_spans(a)) for a in committed)
         top = int(trained.ends[-1])
-        skipped = Spans.of([0], [top]) - trained
+        # incremental: only the loaded steps' samples are known; earlier ones were checked
+        bottom = 0 if ctx.window is None else int(trained.starts[0])
+        skipped = Spans.of([bottom], [top]) - trained
         if not skipped:
             return []
         shown = skipped.head(MAX_IDS)

@@ -1,0 +1,108 @@
+"""The bug matrix: real defects in the demo's training or recovery code, one flag each.
+
+Each defect changes what the cells or the driver DO (never the log afterwards); the
+verifier must then catch it through the rule named here. ``ftaudit demo --bug NAME``
+turns one on; ``--list-bugs`` prints the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    defect: str
+    """What the code gets wrong, in words."""
+    rule: str
+    """The verifier rule expected to report it."""
+    symptom: str
+    """A word the rule's message contains (how a person recognises it)."""
+
+
+BUGS: tuple[Bug, ...] = (
+    Bug(
+        "skip_sample_after_resume",
+        "the resumed data iterator starts one sample group late (off by one prompt)",
+        "FT005",
+        "never trained",
+    ),
+    Bug(
+        "replay_batch_after_resume",
+        "the resumed data iterator restarts at the checkpoint step's batch, replaying it",
+        "FT005",
+        "twice",
+    ),
+    Bug(
+        "restore_older_checkpoint",
+        "cells load the checkpoint before the one the log says the incarnation resumed from",
+        "FT006",
+        "differs from what was saved",
+    ),
+    Bug(
+        "allocator_from_checkpoint_counter",
+        "the resumed allocator continues from the counter saved in the checkpoint, not from "
+        "the highest counter ever logged, re-issuing the abandoned incarnation's ids",
+        "FT003",
+        "re-issues",
+    ),
+    Bug(
+        "stale_rows_not_cleared",
+        "cells snapshot the witness after each step but never zero the stale rows",
+        "FT004",
+        "leaked into the weights",
+    ),
+    Bug(
+        "adam_moments_not_cleared",
+        "stale rows are zeroed in the parameter, but Adam's moments come back from an "
+        "offloaded copy taken before the clear",
+        "FT004",
+        "leaked into the weights",
+    ),
+    Bug(
+        "commit_despite_peer_discard",
+        "a cell steps its optimizer when the gradient exchange succeeded, ignoring a peer's "
+        "discard vote; the driver retries, so the abandoned attempt leaks into its weights",
+        "FT004",
+        "leaked into the weights",
+    ),
+    Bug(
+        "wrong_shard",
+        "cells pick their shard of the global batch by their rank within the cell instead "
+        "of their rank among the cells, so every cell trains cell 0's shard",
+        "FT004",
+        "never reached the weights",
+    ),
+    Bug(
+        "segment_lost",
+        "a cell's checkpoint cleanup deletes the log segment it had just sealed",
+        "FT001",
+        "hole in writer",
+    ),
+    Bug(
+        "healed_cell_differs",
+        "a healed cell receives its peer's weights but keeps a fresh optimizer state",
+        "FT006",
+        "does not hold what the source held",
+    ),
+)
+
+BUGS_BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}
+
+
+def get_bug(name: str | None) -> Bug | None:
+    """The bug called ``name`` (None for a correct run); an unknown name lists the known ones."""
+    if name is None:
+        return None
+    bug = BUGS_BY_NAME.get(name)
+    if bug is None:
+        raise ValueError(f"unknown bug {name!r}; known bugs: {', '.join(BUGS_BY_NAME)}")
+    return bug
+
+
+def active(bug: str | None, name: str) -> bool:
+    """Whether defect ``name`` is switched on (``name`` must be a known bug)."""
+    if name not in BUGS_BY_NAME:
+        raise KeyError(f"no bug named {name!r}")  # a typo here would silently disable a defect
+    return bug == name

@@ -1,0 +1,307 @@
+"""One cell: a Ray actor holding a full replica, its own torch.distributed world of one rank.
+
+Cells exchange gradients with an all-reduce SUM over a torchft ``ProcessGroupGloo`` that
+the driver re-forms (a new quorum, a new store prefix) after every failure or heal. The
+commit vote rides in the same all-reduce: each cell adds 1 when its gradient is finite,
+so every survivor of the exchange sees the same sum and makes the same decision.
+
+The training thread beats a heartbeat at each phase; the actor is threaded so that the
+driver can read the heartbeat while a step runs and tell a hung cell (no progress, not
+waiting in a collective) from one legitimately waiting for its peers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+import torch.distributed as dist
+from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
+from torchft.process_group import ProcessGroupGloo
+
+from ftaudit.demo import bugs
+from ftaudit.demo.config import DemoConfig
+from ftaudit.demo.data import Dataset
+from ftaudit.demo.model import TinyLM, policy_loss, token_logprobs
+from ftaudit.demo.schedule import DemoSchedule
+from ftaudit.demo.shards import shard_slice
+from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen
+from ftaudit.eventlog.writer import WriterOptions
+from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
+
+NORMAL = "normal"
+DISCARDED = "discarded_should_retry"
+
+
+class Heartbeat:
+    """Progress of the training thread, read by the driver through another actor thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._waiting = False
+
+    def beat(self, *, waiting: bool = False) -> None:
+        with self._lock:
+            self._last = time.monotonic()
+            self._waiting = waiting
+
+    def read(self) -> tuple[float, bool]:
+        """Seconds since the last beat, and whether the thread waits in a collective."""
+        with self._lock:
+            return time.monotonic() - self._last, self._waiting
+
+
+class CellWorker:
+    """The replica of one cell and its training step; wrapped as a Ray actor by :data:`Cell`."""
+
+    def __init__(self, config_json: str, incarnation: int) -> None:
+        """Build the replica; the cell it serves is given later by :meth:`join`.
+
+        Starting a process and importing torch takes seconds, so the driver keeps a warm
+        spare built this way and hands it a cell index only when a cell must be replaced.
+        """
+        torch.set_num_threads(1)
+        self.cfg = DemoConfig.from_json(config_json)
+        self.incarnation = incarnation
+        self.schedule = DemoSchedule.parse(self.cfg.faults_json)
+        self.dataset = Dataset(
+            self.cfg.data, self.cfg.model.vocab_size, self.cfg.seed, self.cfg.objective
+        )
+        torch.manual_seed(self.cfg.seed)  # every cell starts from the same weights
+        self.model = TinyLM(self.cfg.model, self.cfg.data.seq_len)
+        install_witnesses(self.model, self.cfg.buffer_size, layers="layers")
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr)
+        # the cell's own torch.distributed world: one rank, so the in-cell DP all-reduce
+        # is the identity, but the code path is the one a multi-rank cell runs
+        if not dist.is_initialized():
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        self.cross = ProcessGroupGloo(timeout=timedelta(seconds=self.cfg.collective_timeout_s))
+        self.quorum_rank = 0
+        self.quorum_size = 1
+        self.heartbeat = Heartbeat()
+        self.cell = -1
+        self._hooks: TrainerHooks | None = None
+
+    def join(self, cell: int) -> int:
+        """Serve as ``cell``: attach the hooks (its event writer) to the run. Returns the pid."""
+        if self._hooks is not None:
+            raise RuntimeError(f"this worker already serves cell {self.cell}")
+        self.cell = cell
+        self._hooks = TrainerHooks.attach(
+            self.cfg.run_dir,
+            self.incarnation,
+            cell=cell,
+            rank=0,
+            model=self.model,
+            optimizer=self.optimizer,
+            faults=self.schedule.process_faults(),
+            options=WriterOptions(flush_interval_s=1.0),
+        )
+        return os.getpid()
+
+    @property
+    def hooks(self) -> TrainerHooks:
+        if self._hooks is None:
+            raise RuntimeError("the worker has not joined a cell yet")
+        return self._hooks
+
+    # -- membership --------------------------------------------------------------------
+
+    def configure(self, store_addr: str, quorum_id: int, rank: int, world_size: int) -> None:
+        """Join quorum ``quorum_id`` as ``rank`` of ``world_size`` (blocks until all have)."""
+        prefix = f"{store_addr}/i{self.incarnation}/q{quorum_id}"
+        self.cross.configure(prefix, f"cell{self.cell}", rank, world_size, quorum_id=quorum_id)
+        self.quorum_rank, self.quorum_size = rank, world_size
+        self.heartbeat.beat()
+
+    def read_heartbeat(self) -> tuple[float, bool]:
+        return self.heartbeat.read()
+
+    # -- one attempt -------------------------------------------------------------------
+
+    def train_step(
+        self,
+        step: int,
+        attempt: int,
+        sample_indices: list[int],
+        witness_ids: list[int],
+        stale_ids: list[int],
+    ) -> dict[str, Any]:
+        """Train this cell's shard of the global batch; commit only if every cell can.
+
+        Returns ``{"outcome": normal|discarded_should_retry, "loss": ..., ...}``.
+        """
+        hooks, bug = self.hooks, self.cfg.bug
+        with hooks.step(step, attempt):
+            self.heartbeat.beat()
+            rank = 0 if bugs.active(bug, "wrong_shard") else self.quorum_rank
+            part = shard_slice(
+                len(sample_indices), self.cfg.data.samples_per_prompt, rank, self.quorum_size
+            )
+            batch = self.dataset.batch(
+                np.asarray(sample_indices)[part], np.asarray(witness_ids)[part]
+            )
+            tokens = torch.from_numpy(batch.tokens)
+            inputs, targets = tokens[:, :-1], tokens[:, 1:]
+            self.optimizer.zero_grad(set_to_none=False)
+            with hooks.batch(sample_token_ids(batch.witness_ids, inputs.shape[1])):
+                logits = self.model(inputs)
+                loss = policy_loss(
+                    token_logprobs(logits, targets),
+                    torch.from_numpy(batch.loss_mask),
+                    torch.from_numpy(batch.advantages).float(),
+                    len(sample_indices),
+                )
+                if self.schedule.discards_now(
+                    step=step, attempt=attempt, cell=self.cell, incarnation=self.incarnation
+                ):
+                    loss = loss * float("nan")  # a bad rollout: this cell must not commit
+                loss.backward()
+            hooks.log_sample_advantages(batch.witness_ids, batch.token_counts, batch.all_zero)
+            self.heartbeat.beat()
+            hooks.maybe_fault("before_allreduce")
+            committed = self._exchange_and_vote(finite=bool(torch.isfinite(loss.detach())))
+            if committed:
+                self.optimizer.step()
+                self._after_commit(stale_ids)
+            hooks.log_metrics(
+                {
+                    "loss": float(loss.detach()),
+                    "samples": float(len(batch.sample_indices)),
+                    "reward_mean": float(np.mean(batch.rewards)),
+                }
+            )
+            hooks.flush()
+            hooks.maybe_fault("after_commit")
+            hooks.maybe_fault("after_step")
+            self.heartbeat.beat()
+            return {"outcome": NORMAL if committed else DISCARDED, "loss": float(loss.detach())}
+
+    def _exchange_and_vote(self, *, finite: bool) -> bool:
+        """All-reduce SUM of [gradients..., vote] in the cell, then across cells.
+
+        A cell with a non-finite gradient contributes zeros and a vote of 0, so the
+        survivors' sum stays usable for diagnosis and nobody commits. A failed collective
+        (a peer died) means this cell cannot know the others' decision: discard.
+        """
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.ones(1)])
+        if not finite:
+            flat.zero_()
+        dist.all_reduce(flat)  # the in-cell data-parallel reduction (world of one rank)
+        self.heartbeat.beat(waiting=True)
+        try:
+            opts = AllreduceOptions()
+            opts.reduceOp = ReduceOp.SUM
+            self.cross.allreduce([flat], opts).wait()
+        except RuntimeError:
+            self.heartbeat.beat()
+            return False
+        self.heartbeat.beat()
+        votes = round(float(flat[-1]))
+        if not finite:
+            return False  # its own gradient is bad: never commit, whatever the others say
+        if votes != self.quorum_size and not bugs.active(
+            self.cfg.bug, "commit_despite_peer_discard"
+        ):
+            return False
+        offset = 0
+        for p in params:
+            n = p.grad.numel()
+            p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+            offset += n
+        return True
+
+    def _after_commit(self, stale_ids: list[int]) -> None:
+        """Snapshot and clear the witness, as the hooks do; the bugs tamper with this here."""
+        bug = self.cfg.bug
+        if bugs.active(bug, "stale_rows_not_cleared"):
+            stale_ids = []
+        offloaded = None
+        if bugs.active(bug, "adam_moments_not_cleared"):
+            offloaded = self._witness_moments()
+        self.hooks.after_optimizer_step(stale_ids, checksum=True, flush=False)
+        if offloaded is not None:
+            with torch.no_grad():  # the "offloaded" optimizer state comes back over the clear
+                for tensor, saved in offloaded:
+                    tensor.copy_(saved)
+
+    def _witness_moments(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        out = []
+        for witness in self.hooks.witnesses.instances().values():
+            for value in self.optimizer.state.get(witness.weight, {}).values():
+                if isinstance(value, torch.Tensor) and value.shape == witness.weight.shape:
+                    out.append((value, value.detach().clone()))
+        return out
+
+    # -- checkpoints and heals ---------------------------------------------------------
+
+    def save(self, path: str, iteration: int, attempt: int, extra: dict[str, Any]) -> None:
+        """Write the checkpoint file (the cell asked to) and log this cell's snapshot."""
+        with self.hooks.step(iteration, attempt):
+            self.hooks.save_checkpoint(path, iteration, extra)
+            if bugs.active(self.cfg.bug, "segment_lost"):
+                self._cleanup_after_checkpoint()
+
+    def _cleanup_after_checkpoint(self) -> None:
+        """The defect of ``segment_lost``: a too-broad cleanup takes a sealed log segment."""
+        folder = Path(self.cfg.run_dir) / "events" / self.hooks.writer.writer_id
+        sealed = sorted(folder.glob("*.parquet"))
+        if len(sealed) >= 2:
+            sealed[-2].unlink()
+
+    def log_at_save(self, iteration: int, attempt: int) -> None:
+        """A cell that did not write the file still records what it held at the save."""
+        with self.hooks.step(iteration, attempt):
+            self.hooks.log_checksums(
+                ChecksumWhen.AT_SAVE,
+                checkpoint=CheckpointRef(iteration=iteration, incarnation=self.incarnation),
+            )
+            self.hooks.run.record_checkpoint(iteration, source=self.hooks.identity)
+
+    def load(
+        self, path: str, iteration: int, saved_by: int, resume_stale_ids: list[int]
+    ) -> dict[str, Any]:
+        """Resume: load the checkpoint, log what was loaded, zero the resume stale slots."""
+        with self.hooks.step(iteration, 0):
+            meta = self.hooks.load_checkpoint(
+                path,
+                checkpoint=CheckpointRef(iteration=iteration, incarnation=saved_by),
+                resume_stale_ids=resume_stale_ids,
+            )
+            self.hooks.flush()
+        return meta
+
+    def export_state(self, step: int, attempt: int) -> dict[str, Any]:
+        """This cell's full state, for healing a peer; logs what it gave (``after_heal``).
+
+        The healed cell's own ``after_heal`` checksum must equal this one.
+        """
+        with self.hooks.step(step, attempt):
+            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
+            self.hooks.flush()
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def heal(self, state: dict[str, Any], source_cell: int, step: int, attempt: int) -> None:
+        """Take a live peer's state; log it as received (``after_heal``)."""
+        self.model.load_state_dict(state["model"])
+        if not bugs.active(self.cfg.bug, "healed_cell_differs"):
+            self.optimizer.load_state_dict(state["optimizer"])
+        with self.hooks.step(step, attempt):
+            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
+            self.hooks.flush()
+
+    def close(self) -> None:
+        self.hooks.close()
+
+
+Cell = ray.remote(num_cpus=0, max_concurrency=2, max_restarts=0)(CellWorker)
+"""The Ray actor: threaded (two calls at once) so heartbeats answer during a step."""

@@ -1,0 +1,284 @@
+"""The training job's driver: one incarnation of the run, from start or resume to the end.
+
+It owns the hooks' :class:`DriverSession` (allocator, acceptance policy, step ends), the
+cells (Ray actors), the TCP store their cross-cell groups rendezvous through, and the
+membership: a dead or hung cell leaves the quorum at once (the retry runs without it),
+and is replaced and healed from a live peer at the start of the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+from torch.distributed import TCPStore
+
+from ftaudit.demo import bugs
+from ftaudit.demo.cell import DISCARDED, Cell
+from ftaudit.demo.config import DemoConfig
+from ftaudit.demo.data import Dataset
+from ftaudit.demo.schedule import DemoSchedule
+from ftaudit.demo.talk import say
+from ftaudit.eventlog.connect import connect
+from ftaudit.eventlog.events import CellOutcome, CellReconfigured, CheckpointRef, Outcome
+from ftaudit.trainer_hooks import DriverSession, FaultInjector, WitnessIdAllocator
+from ftaudit.trainer_hooks.driver import errored, ranks
+
+POLL_S = 0.1
+
+
+def checkpoint_dir(run_dir: str, iteration: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"iter_{iteration:06d}"
+
+
+def latest_checkpoint(run_dir: str) -> CheckpointRef | None:
+    """The newest complete checkpoint in the log (highest iteration, then incarnation)."""
+    if not (Path(run_dir) / "events").is_dir():
+        return None
+    with connect(run_dir) as con:
+        row = con.execute(
+            "SELECT iteration, incarnation FROM checkpoint_saved WHERE complete "
+            "ORDER BY iteration DESC, incarnation DESC LIMIT 1"
+        ).fetchone()
+    return None if row is None else CheckpointRef(iteration=row[0], incarnation=row[1])
+
+
+class Driver:
+    """Runs steps ``first_step .. cfg.steps - 1`` of one incarnation."""
+
+    def __init__(self, cfg: DemoConfig) -> None:
+        self.cfg = cfg
+        self.schedule = DemoSchedule.parse(cfg.faults_json)
+        self.dataset = Dataset(cfg.data, cfg.model.vocab_size, cfg.seed, cfg.objective)
+        self.resume = latest_checkpoint(cfg.run_dir)
+        self.session = DriverSession.start(
+            cfg.run_dir,
+            buffer_size=cfg.buffer_size,
+            resume_from=self.resume,
+            config=json.loads(cfg.to_json()),
+            dataset_size=self.dataset.size,
+            deterministic_order=True,
+        )
+        self.incarnation = self.session.incarnation
+        self.faults = FaultInjector(
+            self.schedule.process_faults(), self.session.writer, target="driver"
+        )
+        self.store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        self.store_addr = f"127.0.0.1:{self.store.port}"
+        self.cells: dict[int, Any] = {}
+        """The alive cells' actor handles, by cell index."""
+        self.spares: list[Any] = []
+        """Warm workers (process started, torch imported) waiting to replace a dead cell."""
+        self.keep_spare = any(
+            f.target == "trainer" and f.incarnation in (None, self.incarnation)
+            for f in self.schedule.faults
+        )
+        """Only an incarnation where cells are scheduled to fail pays for a spare."""
+        self.quorum_id = 0
+        self.data_offset = 0
+        self.tag = f"[incarnation {self.incarnation}]"
+
+    # -- membership --------------------------------------------------------------------
+
+    def _warm_spare(self) -> None:
+        """Start a spare worker in the background (its start overlaps training)."""
+        self.spares.append(Cell.remote(self.cfg.to_json(), self.incarnation))
+
+    def _start(self, cells: list[int]) -> dict[int, Any]:
+        """Workers serving ``cells`` (warm spares first), ready when this returns."""
+        handles = {
+            c: self.spares.pop(0)
+            if self.spares
+            else Cell.remote(self.cfg.to_json(), self.incarnation)
+            for c in cells
+        }
+        ray.get([h.join.remote(c) for c, h in handles.items()])
+        if self.keep_spare:
+            self._warm_spare()
+        return handles
+
+    def _reconfigure(
+        self, step: int, *, source: int | None = None, healed: tuple[int, ...] = ()
+    ) -> None:
+        """Re-form the cross-cell group over the alive cells (a new quorum)."""
+        self.quorum_id += 1
+        alive = sorted(self.cells)
+        ray.get(
+            [
+                self.cells[c].configure.remote(self.store_addr, self.quorum_id, r, len(alive))
+                for r, c in enumerate(alive)
+            ]
+        )
+        self.session.writer.log(
+            CellReconfigured(
+                step=step,
+                attempt=0,
+                quorum_id=self.quorum_id,
+                heal_source=source,
+                healed_cells=list(healed),
+                alive_cells=alive,
+            )
+        )
+
+    def _heal_missing(self, step: int) -> None:
+        """Replace every dead cell, heal it from the lowest live peer, re-form the group."""
+        missing = [c for c in range(self.cfg.cells) if c not in self.cells]
+        if not missing:
+            return
+        source = min(self.cells)
+        state = self.cells[source].export_state.remote(step, 0)
+        fresh = self._start(missing)
+        ray.get([h.heal.remote(state, source, step, 0) for h in fresh.values()])
+        self.cells.update(fresh)
+        say(f"{self.tag} step {step}: healed cell(s) {missing} from cell {source}")
+        self._reconfigure(step, source=source, healed=tuple(missing))
+
+    # -- one attempt -------------------------------------------------------------------
+
+    def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
+        samples = self.dataset.step_samples(step, self.data_offset)
+        info = self.session.allocate(step, attempt, samples)
+        refs = {
+            c: m.train_step.remote(
+                step, attempt, samples.tolist(), info.witness_ids, info.stale_ids
+            )
+            for c, m in self.cells.items()
+        }
+        results = self._collect(step, refs)
+        return {
+            c: errored() if r is None else ranks(Outcome(r["outcome"]))
+            for c, r in sorted(results.items())
+        }
+
+    def _collect(self, step: int, refs: dict[int, Any]) -> dict[int, dict[str, Any] | None]:
+        """Wait for every cell; kill a cell whose training thread stopped making progress."""
+        results: dict[int, dict[str, Any] | None] = {}
+        pending = dict(refs)
+        while pending:
+            ready, _ = ray.wait(list(pending.values()), num_returns=len(pending), timeout=POLL_S)
+            for c, ref in list(pending.items()):
+                if ref in ready:
+                    del pending[c]
+                    try:
+                        results[c] = ray.get(ref)
+                    except RayActorError:
+                        say(f"{self.tag} step {step}: cell {c} died")
+                        results[c] = None
+            for c in list(pending):
+                if self._hung(c):
+                    say(
+                        f"{self.tag} step {step}: cell {c} hung (no progress for "
+                        f"{self.cfg.heartbeat_timeout_s:.0f}s): killing it"
+                    )
+                    ray.kill(self.cells[c], no_restart=True)
+        for c, r in results.items():
+            if r is None:
+                del self.cells[c]
+        return results
+
+    def _hung(self, cell: int) -> bool:
+        try:
+            age, waiting = ray.get(self.cells[cell].read_heartbeat.remote(), timeout=5)
+        except (RayActorError, GetTimeoutError):
+            return False  # dead: its step result will say so
+        return not waiting and age > self.cfg.heartbeat_timeout_s
+
+    # -- steps, checkpoints, resume ----------------------------------------------------
+
+    def _start_cells(self) -> None:
+        first = self.session.first_step
+        self.cells.update(self._start(list(range(self.cfg.cells))))
+        if self.resume is not None:
+            self._load(self.resume)
+        self._reconfigure(first)
+
+    def _load(self, ref: CheckpointRef) -> None:
+        iteration = ref.iteration
+        if bugs.active(self.cfg.bug, "restore_older_checkpoint"):
+            iteration = max(ref.iteration - self.cfg.checkpoint_every, 0)
+        path = checkpoint_dir(self.cfg.run_dir, iteration) / "state.pt"
+        metas = ray.get(
+            [
+                m.load.remote(
+                    str(path), ref.iteration, ref.incarnation, self.session.resume_stale_ids
+                )
+                for m in self.cells.values()
+            ]
+        )
+        n = self.cfg.data.samples_per_step
+        if bugs.active(self.cfg.bug, "skip_sample_after_resume"):
+            self.data_offset = self.cfg.data.samples_per_prompt  # one group too far
+        if bugs.active(self.cfg.bug, "replay_batch_after_resume"):
+            self.data_offset = -n  # the checkpoint step's own batch again
+        if bugs.active(self.cfg.bug, "allocator_from_checkpoint_counter"):
+            allocator = WitnessIdAllocator(self.cfg.buffer_size)
+            allocator.resume(int(metas[0]["extra"]["allocator_counter"]))
+            self.session.allocator = allocator
+        say(
+            f"{self.tag} resumed from checkpoint {ref.iteration} "
+            f"(saved by incarnation {ref.incarnation})"
+        )
+
+    def _checkpoint(self, step: int, attempt: int) -> None:
+        path = checkpoint_dir(self.cfg.run_dir, step) / "state.pt"
+        writer = min(self.cells)
+        extra = {"allocator_counter": self.session.allocator.counter}
+        ray.get(
+            [
+                m.save.remote(str(path), step, attempt, extra)
+                if c == writer
+                else m.log_at_save.remote(step, attempt)
+                for c, m in self.cells.items()
+            ]
+        )
+        self.session.record_checkpoint(step, path=str(path))
+        say(f"{self.tag} step {step}: checkpoint saved")
+
+    def run(self) -> None:
+        first = self.session.first_step
+        say(
+            f"{self.tag} starting at step {first} with {self.cfg.cells} cells "
+            f"(objective {self.cfg.objective}, B={self.cfg.buffer_size})"
+        )
+        self._start_cells()
+        for step in range(first, self.cfg.steps):
+            if step > first:
+                self._heal_missing(step)
+            attempt = 0
+            while True:
+                started = time.perf_counter()
+                outcomes = self._run_attempt(step, attempt)
+                self.faults.maybe_fire(step, attempt, "mid_step")
+                accepted = self.session.end_attempt(step, attempt, outcomes)
+                say(
+                    f"{self.tag} step {step} attempt {attempt}: "
+                    f"{_describe(outcomes)} -> {'accepted' if accepted else 'retry'} "
+                    f"({time.perf_counter() - started:.1f}s)"
+                )
+                lost = [c for c, o in outcomes.items() if o.errored]
+                if lost and self.cells:
+                    self._reconfigure(step)
+                if accepted:
+                    break
+                if not self.cells:
+                    raise RuntimeError(f"step {step}: every cell died; restart from a checkpoint")
+                attempt += 1
+            if (step + 1) % self.cfg.checkpoint_every == 0:
+                self._checkpoint(step, attempt)
+        for m in self.cells.values():
+            ray.get(m.close.remote())
+        self.session.finish()
+        say(f"{self.tag} finished {self.cfg.steps} steps")
+
+
+def _describe(outcomes: dict[int, CellOutcome]) -> str:
+    def one(o: CellOutcome) -> str:
+        if o.errored:
+            return "error"
+        return "discarded" if any(r.value == DISCARDED for r in o.ranks) else "normal"
+
+    return ", ".join(f"cell {c} {one(o)}" for c, o in outcomes.items())

@@ -1,0 +1,30 @@
+"""The training job: one process, one incarnation. ``python -m ftaudit.demo.job CONFIG_JSON``.
+
+``ftaudit demo`` runs it as a subprocess so that it can be killed for real (SIGKILL from
+the fault schedule) and relaunched; a relaunch resumes from the newest complete
+checkpoint in the log. It joins the Ray cluster named by ``RAY_ADDRESS``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import ray
+
+from ftaudit.demo.config import DemoConfig
+from ftaudit.demo.driver import Driver
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    cfg = DemoConfig.from_json(args[0])
+    ray.init(log_to_driver=False, configure_logging=False)
+    try:
+        Driver(cfg).run()
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Incremental verification: the few segments that ``ft-verify --since-step K`` reads.
+
+A trainer gating each step wants a verdict on the new steps at a cost that grows with
+the new events, not with the run. Each writer's segments are written in time order and
+its steps only grow, so the segments holding steps ``>= T`` are a suffix of its files:
+the selection walks each writer's files backwards, reading one Parquet footer each
+(the ``step`` column statistics), until a file ends before ``T``.
+
+``T`` is the oldest step whose events a check of step ``K`` still needs: the witness rule
+compares step K's rows with the allocations of the last ``keep = 0.7 B`` ring positions,
+so ``T`` is the step of the oldest allocation whose ids are still in the active window
+of the first new step (found by walking the drivers' files backwards by counter), less
+one for the checkpoint a resumed incarnation loaded. Besides the suffixes, each
+driver's first segment is read for its ``run_started`` event alone (the committed
+history needs every incarnation's resume point): those "head" segments lose every other
+row once loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ftaudit.errors import CorruptSegmentError, UnusableInputError
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, _check_segment
+from ftaudit.eventlog.registry import default_registry
+from ftaudit.eventlog.segment import EVENTS_DIR, SEGMENT_SUFFIX, TEMP_PREFIX
+
+_ALLOC = default_registry["witness_allocated"]
+_START = default_registry["run_started"]
+_COUNTER = _ALLOC.column("counter_after")
+_NUM_IDS = _ALLOC.column("num_ids")
+_BUFFER = _START.column("buffer_size")
+
+
+@dataclass(frozen=True)
+class Window:
+    """What an incremental verification loaded, for the rules to take into account."""
+
+    since: int
+    """The first step to check: violations at earlier steps are not reported."""
+    lookback: int
+    """The oldest step whose events were loaded (``T``)."""
+    first_seq: dict[str, int]
+    """Per writer, the sequence number of its first loaded segment (0: loaded whole)."""
+    last_seq: dict[str, int]
+    """Per writer, its last sequence number on disk (from its last footer)."""
+    head_only: frozenset[str]
+    """Segments read only for their ``run_started`` row (paths)."""
+    total_segments: int
+    """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
+
+    def complete(self, writer: str) -> bool:
+        """Whether every event of ``writer`` was loaded."""
+        return self.first_seq.get(writer, 1) == 0
+
+
+@dataclass
+class _File:
+    path: Path
+    first_seq: int
+    _md: pq.FileMetaData | None = None
+
+    @property
+    def md(self) -> pq.FileMetaData:
+        if self._md is None:
+            try:
+                self._md = pq.read_metadata(self.path)
+            except (OSError, pa.ArrowException) as exc:
+                reason = f"not a readable Parquet file ({exc})"
+                raise CorruptSegmentError(self.path, reason) from None
+        return self._md
+
+    def max_step(self) -> int | None:
+        """The largest step in the file (footer statistics), None when it holds no step."""
+        md = self.md
+        index = md.schema.to_arrow_schema().get_field_index("step")
+        best: int | None = None
+        for rg in range(md.num_row_groups):
+            stats = md.row_group(rg).column(index).statistics
+            if stats is not None and stats.has_min_max:
+                best = stats.max if best is None else max(best, stats.max)
+        return best
+
+
+def _listing(run_dir: Path) -> tuple[dict[str, list[_File]], list[Path]]:
+    events = run_dir / EVENTS_DIR
+    if not run_dir.is_dir():
+        raise UnusableInputError(f"{run_dir}: no such run directory")
+    if not events.is_dir():
+        raise UnusableInputError(f"{run_dir}: not a run directory (no {EVENTS_DIR}/ folder)")
+    writers: dict[str, list[_File]] = {}
+    torn: list[Path] = []
+    for entry in sorted(os.scandir(events), key=lambda e: e.name):
+        if entry.is_symlink() or not entry.is_dir():
+            raise UnusableInputError(f"{entry.path}: unexpected entry in {EVENTS_DIR}/")
+        files = []
+        for f in os.scandir(entry.path):
+            if f.name.startswith(TEMP_PREFIX):
+                torn.append(Path(f.path))
+            elif f.name.endswith(SEGMENT_SUFFIX) and f.name[: -len(SEGMENT_SUFFIX)].isdigit():
+                files.append(_File(Path(f.path), int(f.name[: -len(SEGMENT_SUFFIX)])))
+            else:
+                raise UnusableInputError(f"{f.path}: unexpected file in a writer folder")
+        files.sort(key=lambda x: x.first_seq)
+        if files:
+            writers[entry.name] = files
+    if not writers:
+        raise UnusableInputError(f"{run_dir}: the run has no event segments")
+    return writers, sorted(torn)
+
+
+def _suffix(files: list[_File], lookback: int) -> int:
+    """Index of the first file of the suffix holding every step ``>= lookback``."""
+    i = len(files)
+    while i > 0:
+        top = files[i - 1].max_step()
+        if top is not None and top < lookback:
+            break
+        i -= 1
+    return i
+
+
+def _column(table: pa.Table, name: str) -> pa.ChunkedArray | None:
+    return table.column(name) if name in table.column_names else None
+
+
+def _allocations(path: Path) -> pa.Table:
+    """(step, start, counter_after) of the allocations in one driver segment."""
+    schema = pq.read_schema(path)
+    cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in schema.names]
+    table = pq.read_table(path, columns=cols)
+    if _COUNTER not in table.column_names:
+        empty = pa.array([], pa.int64())
+        return pa.table({"step": empty, "start": empty, "after": empty})
+    table = table.filter(pc.equal(table["type"], "witness_allocated"))
+    after = table[_COUNTER]
+    return pa.table(
+        {"step": table["step"], "start": pc.subtract(after, table[_NUM_IDS]), "after": after}
+    )
+
+
+def _buffer_size(drivers: dict[str, list[_File]]) -> int | None:
+    sizes = []
+    for files in drivers.values():
+        path = files[0].path
+        if _BUFFER in pq.read_schema(path).names:
+            t = pq.read_table(path, columns=["type", _BUFFER])
+            t = t.filter(pc.equal(t["type"], "run_started"))
+            sizes += [v for v in t[_BUFFER].to_pylist() if v]
+    return sizes[-1] if sizes else None
+
+
+def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
+    """``T``: the step of the oldest allocation still in the active window at ``since``."""
+    B = _buffer_size(drivers)
+    if B is None:
+        return max(since - 1, 0)
+    keep = math.floor(0.7 * B)
+    first_new: int | None = None  # the lowest counter position of any step >= since
+    loaded: dict[str, list[tuple[int, pa.Table]]] = defaultdict(list)
+    for writer, files in drivers.items():
+        for i in range(len(files) - 1, _suffix(files, since) - 1, -1):
+            t = _allocations(files[i].path)
+            loaded[writer].append((i, t))
+            new = t.filter(pc.greater_equal(t["step"], since))
+            if new.num_rows:
+                low = pc.min(new["start"]).as_py()
+                first_new = low if first_new is None else min(first_new, low)
+    if first_new is None:
+        return max(since - 1, 0)
+    lo = first_new - keep
+    lookback = since
+    for writer, files in drivers.items():
+        i = min((j for j, _ in loaded[writer]), default=len(files))
+        tables = [t for _, t in loaded[writer]]
+        while True:
+            for t in tables:
+                inside = t.filter(pc.greater(t["after"], lo))
+                if inside.num_rows:
+                    lookback = min(lookback, pc.min(inside["step"]).as_py())
+            # the counter only grows within a writer: stop once a file ends at or below lo
+            if i == 0 or any(t.num_rows and pc.max(t["after"]).as_py() <= lo for t in tables):
+                break
+            i -= 1
+            tables = [_allocations(files[i].path)]
+    return max(lookback - 1, 0)
+
+
+def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Window]:
+    """The segments an incremental verification of steps ``>= since`` must read."""
+    root = Path(run_dir)
+    writers, torn = _listing(root)
+    drivers = {w: f for w, f in writers.items() if w.startswith("driver.")}
+    lookback = _lookback(drivers, since)
+    chosen: list[SegmentInfo] = []
+    heads: set[str] = set()
+    first_seq: dict[str, int] = {}
+    last_seq: dict[str, int] = {}
+    for writer, files in writers.items():
+        last = files[-1]
+        last_seq[writer] = last.first_seq + last.md.num_rows - 1
+        i = _suffix(files, lookback)
+        if writer in drivers and i > 0:
+            chosen.append(_check_segment(files[0].path, writer))
+            heads.add(str(files[0].path))
+        if i < len(files):
+            first_seq[writer] = files[i].first_seq
+        chosen += [_check_segment(f.path, writer) for f in files[i:]]
+    chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
+    total = sum(len(f) for f in writers.values())
+    window = Window(since, lookback, first_seq, last_seq, frozenset(heads), total)
+    return RunScan(root, tuple(chosen), tuple(torn)), window

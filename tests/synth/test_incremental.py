@@ -1,0 +1,122 @@
+"""``ft-verify --since-step K``: the verdict on steps >= K is the full verification's,
+earlier violations are not reported again, and the cost follows the new events."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ftaudit.cli.verify_cmd import build_app
+from ftaudit.synth import SynthConfig, SynthResult, synthesize
+from ftaudit.verifier import Report, Violation, verify
+from ftaudit.verifier.window import select
+
+SHAPE = SynthConfig(
+    steps=40,
+    cells=2,
+    ranks=1,
+    buffer_size=1024,
+    samples_per_step=64,
+    restarts=2,
+    retries=3,
+    checkpoint_every=8,
+    flush_every=3,
+    seed=1,
+)
+"""keep = 716 ids = 11 steps of lookback, two restarts, many small segments."""
+
+
+def _key(v: Violation) -> tuple[object, ...]:
+    loc = v.location
+    return (v.code, loc.step, loc.attempt, loc.incarnation, loc.cell, loc.instance, v.message)
+
+
+def _stepped(report: Report, since: int) -> list[tuple[object, ...]]:
+    return sorted(
+        _key(v)
+        for r in report.results
+        for v in r.violations
+        if v.location.step is not None and v.location.step >= since
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SynthResult]:
+    root = tmp_path_factory.mktemp("incremental")
+    return {
+        name: synthesize(root / name, dataclasses.replace(SHAPE, bug=bug, bug_step=step))
+        for name, bug, step in [
+            ("valid", None, None),
+            ("missing", "missing-sample", 33),
+            ("checksum", "checksum-mismatch", 33),
+            ("reissued", "reissued-ids", None),
+        ]
+    }
+
+
+@pytest.fixture(scope="module")
+def full_reports(runs: dict[str, SynthResult]) -> dict[str, Report]:
+    return {name: verify(run.run_dir) for name, run in runs.items()}
+
+
+@pytest.mark.parametrize(
+    ("name", "since"),
+    [
+        ("valid", 20),
+        pytest.param("missing", 27, marks=pytest.mark.slow),
+        ("missing", 34),
+        ("checksum", 33),
+        pytest.param("checksum", 34, marks=pytest.mark.slow),
+    ],
+)
+def test_verdict_on_new_steps_equals_the_full_verification(
+    runs: dict[str, SynthResult], full_reports: dict[str, Report], name: str, since: int
+) -> None:
+    full = full_reports[name]
+    incremental = verify(runs[name].run_dir, since_step=since)
+    assert _stepped(incremental, since) == _stepped(full, since)
+    assert incremental.passed() == (not _stepped(full, since))
+
+
+def test_a_violation_before_k_is_not_reported_again(
+    runs: dict[str, SynthResult], full_reports: dict[str, Report]
+) -> None:
+    run = runs["checksum"].run_dir
+    assert not full_reports["checksum"].passed()  # step 33's replicas diverged
+    later = verify(run, since_step=34)
+    assert later.passed(), later.to_dict()
+    # the same for a finding without a step: the bad resume of the last incarnation
+    reissued = runs["reissued"]
+    resumed_at = reissued.bug_step
+    assert resumed_at is not None and resumed_at == reissued.crashes[-1][1] + 1
+    assert not verify(reissued.run_dir, since_step=resumed_at).passed()
+    assert verify(reissued.run_dir, since_step=resumed_at + 1).passed()
+
+
+def test_ft_verify_since_step_exit_codes(runs: dict[str, SynthResult]) -> None:
+    app = build_app()
+    run = str(runs["checksum"].run_dir)
+    bad = CliRunner().invoke(app, [run, "--since-step", "30"])
+    assert bad.exit_code == 1, bad.stdout + bad.stderr
+    assert "FT006" in bad.stdout and "step 33" in bad.stdout
+    good = CliRunner().invoke(app, [run, "--since-step", "34"])
+    assert good.exit_code == 0, good.stdout + good.stderr
+
+
+@pytest.mark.slow
+def test_cost_follows_the_new_events_not_the_history(tmp_path: Path) -> None:
+    shape = dataclasses.replace(SHAPE, restarts=0, retries=0)
+    short = synthesize(tmp_path / "short", dataclasses.replace(shape, steps=40))
+    long = synthesize(tmp_path / "long", dataclasses.replace(shape, steps=160))
+    short_scan, short_window = select(short.run_dir, 39)
+    long_scan, long_window = select(long.run_dir, 159)
+    assert long_window.total_segments > 3 * short_window.total_segments
+    # the same lookback (11 steps of ids in the window, give or take a retried step),
+    # so about the same segments to read although the history is four times longer
+    assert abs((39 - short_window.lookback) - (159 - long_window.lookback)) <= 1
+    assert len(long_scan.segments) <= len(short_scan.segments) + 7  # one per writer
+    assert len(long_scan.segments) < long_window.total_segments / 5
+    assert verify(long.run_dir, since_step=159).passed()
