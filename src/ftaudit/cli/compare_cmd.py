@@ -115,24 +115,14 @@ def compare(
 
 def render_comparison(comparison: Comparison, *, color: bool, width: int) -> str:
     """The comparison for a person: one row per metric, the first differences, the verdict."""
-    import io
 
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-        markup=False,
-    )
+    from ftaudit.verifier.render.console import string_console
+
+    console, out = string_console(color=color, width=width)
     console.print(Text("ftaudit compare", style="bold"))
     console.print(Text(f"  baseline {comparison.baseline}"), soft_wrap=True)
     console.print(Text(f"  target   {comparison.target}"), soft_wrap=True)

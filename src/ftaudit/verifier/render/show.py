@@ -8,16 +8,15 @@ rich to a string; with ``color=False`` there is not one escape code in it.
 
 from __future__ import annotations
 
-import io
 from collections import defaultdict
 from dataclasses import dataclass
 
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ftaudit.verifier.findings import Report
+from ftaudit.verifier.render.console import string_console
 from ftaudit.verifier.render.describe import plural, rule_status, summarize
 from ftaudit.verifier.render.picture import AttemptInfo, RunPicture
 
@@ -206,17 +205,7 @@ def _rules_table(report: Report) -> Table:
 
 def render_show(pic: RunPicture, report: Report, *, color: bool = False, width: int = 100) -> str:
     """The terminal summary of one run."""
-    out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-        markup=False,
-    )
+    console, out = string_console(color=color, width=width)
     committed = pic.committed_steps
     head = Text(f"ftaudit show {pic.run_dir}", style="bold")
     console.print(head, soft_wrap=True)

@@ -6,14 +6,12 @@ Built with rich so that it reads well in a terminal, yet renders to a plain stri
 
 from __future__ import annotations
 
-import io
-
 from rich import box
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ftaudit.verifier.findings import Report, Severity
+from ftaudit.verifier.render.console import string_console
 from ftaudit.verifier.render.describe import (
     first_violations,
     hidden_text,
@@ -58,17 +56,7 @@ def render_text(
     max_violations: int = 10,
 ) -> str:
     """The report for a person: rules table, first ``max_violations`` in full, verdict last."""
-    out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-        markup=False,
-    )
+    console, out = string_console(color=color, width=width)
     summary = summarize(report, strict=strict)
     console.print(Text(f"ftaudit verify {report.run_dir}", style="bold"))
     if report.results:
