@@ -96,7 +96,7 @@ class EventWriter:
         self._head: tuple[int, str] = (-1, "")  # (last durable seq, digest of its segment)
         self._dropped_pending = 0  # dropped since the last sealed segment, told in the next
         self._failing = False  # the last write failed (told once it works again)
-        self._error: WriterError | None = None  # fail-closed: a background failure, raised next
+        self._error: WriterError | None = None  # fail-closed: a background failure for log()
         self._oldest_ns: int | None = None
         self._closed = False
         self._warned = False
@@ -280,7 +280,7 @@ class EventWriter:
                 try:
                     self.flush()
                 except WriterError as exc:
-                    self._error = exc  # fail-closed: raised by the next log or flush
+                    self._error = exc  # fail-closed: the next log raises it (flush retries)
 
     def _raise_pending(self) -> None:
         error, self._error = self._error, None

@@ -1,0 +1,124 @@
+"""Soak: the demo (real Ray training) under random faults, 20 seeds; every run must verify.
+
+Per seed, a random schedule: faults arrive with exponential inter-arrival times (in steps),
+each of a random mode (SIGKILL, exit, segfault, hang, a discarded attempt) at a random call
+site of a random cell, never taking down every cell of one step (the last alive cell is
+never killed), plus, with probability 1/2, one kill of the whole job mid-step, after which
+``ftaudit demo`` resumes it from the latest checkpoint. ``ftaudit demo`` must exit 0.
+
+Run: ``.venv/bin/python benchmarks/torture/demo_soak.py [--seeds 20] [--out DIR]``
+(each seed takes one to two minutes on 2 cores). Failing runs are kept in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+CELL_MODES = ("sigkill", "exit", "segfault", "hang", "discard")
+CELL_SITES = ("before_allreduce", "after_commit", "after_step")
+
+
+def schedule(seed: int, *, steps: int, cells: int, rate: float) -> dict[str, list[dict]]:
+    """A random fault schedule for one demo run (the demo's ``--faults`` JSON)."""
+    rng = random.Random(seed)
+    faults: list[dict] = []
+    discards: list[dict] = []
+    hit: dict[int, set[int]] = {}  # step -> cells already faulted at attempt 0
+    t = rng.expovariate(rate)
+    while t < steps:
+        step = int(t)
+        t += rng.expovariate(rate)
+        free = [c for c in range(cells) if c not in hit.setdefault(step, set())]
+        if len(free) <= 1:  # the last alive cell of this step is never touched
+            continue
+        cell = rng.choice(free)
+        hit[step].add(cell)
+        mode = rng.choice(CELL_MODES)
+        if mode == "discard":
+            discards.append({"step": step, "cell": cell})
+        elif mode == "hang":
+            faults.append({"step": step, "mode": "hang", "cell": cell, "at": "before_allreduce"})
+        elif mode == "exit":
+            site = rng.choice(CELL_SITES)
+            code = 0 if site == "after_step" else 3
+            faults.append(
+                {"step": step, "mode": "exit", "exit_code": code, "cell": cell, "at": site}
+            )
+        else:
+            faults.append({"step": step, "mode": mode, "cell": cell, "at": rng.choice(CELL_SITES)})
+    if rng.random() < 0.5:
+        kill = rng.randint(4, steps - 2)
+        faults.append({"step": kill, "mode": "sigkill", "target": "driver", "at": "mid_step"})
+    return {"faults": faults, "discards": discards}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--cells", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=0.5, help="faults per step")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    parser.add_argument("--out", type=Path, default=Path("runs/soak"))
+    args = parser.parse_args()
+    ftaudit = Path(sys.executable).with_name("ftaudit")
+    args.out.mkdir(parents=True, exist_ok=True)
+    outcomes: Counter[str] = Counter()
+    modes: Counter[str] = Counter()
+    print("| seed | faults | discards | job kill | exit | seconds |")
+    print("|---:|---|---:|---|---:|---:|")
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        plan = schedule(seed, steps=args.steps, cells=args.cells, rate=args.rate)
+        run_dir = args.out / f"seed{seed:03d}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        started = time.perf_counter()
+        cmd = [
+            str(ftaudit),
+            "demo",
+            str(run_dir),
+            "--seed",
+            str(seed),
+            "--cells",
+            str(args.cells),
+            "--steps",
+            str(args.steps),
+            "--faults",
+            json.dumps(plan),
+        ]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            code = done.returncode
+            log = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as exc:
+            code, log = -1, f"timed out after {args.timeout} s\n{exc.stderr or ''}"
+        seconds = time.perf_counter() - started
+        cell_faults = [f for f in plan["faults"] if f.get("target") != "driver"]
+        job_kill = [f["step"] for f in plan["faults"] if f.get("target") == "driver"]
+        modes.update(f["mode"] for f in cell_faults)
+        modes["discard"] += len(plan["discards"])
+        modes["job kill"] += len(job_kill)
+        outcomes["verified" if code == 0 else f"exit {code}"] += 1
+        shown = ", ".join(f"{f['mode']}@{f['step']}c{f['cell']}:{f['at']}" for f in cell_faults)
+        print(
+            f"| {seed} | {shown or '-'} | {len(plan['discards'])} | "
+            f"{job_kill[0] if job_kill else '-'} | {code} | {seconds:.0f} |",
+            flush=True,
+        )
+        (run_dir.parent / f"seed{seed:03d}.log").write_text(f"{' '.join(cmd)}\nexit {code}\n{log}")
+        if code == 0:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"# demo_soak: {dict(outcomes)}; faults injected: {dict(modes)}")
+    sys.exit(0 if outcomes["verified"] == args.seeds else 1)
+
+
+if __name__ == "__main__":
+    main()
