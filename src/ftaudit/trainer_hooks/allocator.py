@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ftaudit.eventlog.connect import connect
-from ftaudit.eventlog.events import WitnessAllocated
+from ftaudit.eventlog.events import CheckpointRef, WitnessAllocated
 from ftaudit.eventlog.intruns import IntRuns
 
 KEEP_FRACTION = 0.7
@@ -143,6 +143,17 @@ def logged_counter(run_dir: str | os.PathLike[str]) -> int:
     """The highest ``counter_after`` ever logged in the run, across every incarnation."""
     with connect(run_dir) as con:
         row = con.execute("SELECT max(counter_after) FROM witness_allocated").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def checkpoint_counter(run_dir: str | os.PathLike[str], checkpoint: CheckpointRef) -> int:
+    """The allocator's counter when ``checkpoint`` was saved: the highest ``counter_after``
+    its saving incarnation logged for steps up to the checkpoint iteration (0 if none)."""
+    with connect(run_dir) as con:
+        row = con.execute(
+            "SELECT max(counter_after) FROM witness_allocated WHERE incarnation = ? AND step <= ?",
+            [checkpoint.incarnation, checkpoint.iteration],
+        ).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 

@@ -25,12 +25,14 @@ from ftaudit.eventlog.events import (
     StepEnd,
 )
 from ftaudit.eventlog.identity import Driver
+from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.run import RunLog, find_checkpoint
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 from ftaudit.trainer_hooks.allocator import (
     WitnessIdAllocator,
     WitnessInfo,
     allocator_from_run,
+    checkpoint_counter,
     max_ids_per_step,
     min_buffer_size,
     witness_allocated_event,
@@ -135,7 +137,9 @@ class DriverSession:
                 )
             )
             session.writer.flush()
-            session.resume_stale_ids = info.stale_ids
+            session.resume_stale_ids = _slots_to_zero_at_resume(
+                run_dir, ref, info.stale_ids, allocator.counter, buffer_size
+            )
         return session
 
     @property
@@ -230,3 +234,26 @@ class DriverSession:
     def finish(self, status: RunStatus = RunStatus.COMPLETED) -> None:
         """Log the end of this incarnation and close the driver's writers."""
         self.run.finish(status)
+
+
+def _slots_to_zero_at_resume(
+    run_dir: str | os.PathLike[str],
+    checkpoint: CheckpointRef | None,
+    stale_ids: list[int],
+    counter: int,
+    buffer_size: int,
+) -> list[int]:
+    """The logged ``allocate(0)`` stale slots, plus every slot allocated after the checkpoint.
+
+    SPEC §2 zeroes the ``B - keep`` slots from the resumed counter. When the abandoned
+    timeline allocated more than ``B - keep`` ids after the checkpoint, it re-allocated
+    slots whose restored rows still hold older, committed (and already checked) evidence;
+    left alone they would read as abandoned work leaking into the weights. Zeroing every
+    slot whose latest allocation was abandoned keeps the rows exact. Weights that were not
+    rolled back are then caught by the restore checksums (FT006), not by the witness.
+    """
+    if checkpoint is None:
+        return stale_ids  # a restart from nothing: fresh, all-zero witnesses
+    start = checkpoint_counter(run_dir, checkpoint)
+    abandoned = IntRuns.arc(start, min(counter - start, buffer_size), buffer_size).to_list()
+    return sorted(set(stale_ids) | set(abandoned))

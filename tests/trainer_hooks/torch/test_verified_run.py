@@ -49,27 +49,29 @@ def _step(driver: DriverSession, hooks: TrainerHooks, step: int, retry: bool, le
         attempt += 1
 
 
-def _run(tmp_path: Path, leak: bool) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, leak: bool, die_after: int = 3, checkpoint_at: int = 1
+) -> subprocess.CompletedProcess[str]:
     run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt.pt"
     meta = {"buffer_size": B, "dataset_size": 1000, "deterministic_order": True}
     driver = DriverSession.start(run_dir, **meta)
     hooks = _worker(run_dir, 0, seed=0)
-    for step in range(4):
+    for step in range(die_after + 1):
         _step(driver, hooks, step, retry=step == 2, leak=False)
-        if step == 1:
+        if step == checkpoint_at:
             with hooks.step(step, 0):
-                hooks.save_checkpoint(ckpt, iteration=1)
-            driver.record_checkpoint(1, path=str(ckpt))
+                hooks.save_checkpoint(ckpt, iteration=step)
+            driver.record_checkpoint(step, path=str(ckpt))
     hooks.flush()
-    driver.flush()  # the job dies after step 3: steps 2 and 3 are abandoned
+    driver.flush()  # the job dies after step `die_after`: steps 2.. are abandoned
 
-    driver = DriverSession.start(run_dir, resume_from=1, **meta)
+    driver = DriverSession.start(run_dir, resume_from=checkpoint_at, **meta)
     hooks = _worker(run_dir, driver.incarnation, seed=5)
     with hooks.step(driver.first_step, 0):
         hooks.load_checkpoint(
             ckpt, checkpoint=driver.resume_from, resume_stale_ids=driver.resume_stale_ids
         )
-    for step in range(driver.first_step, 12):  # 48+ ids: the ring of 40 wraps
+    for step in range(driver.first_step, die_after + 9):  # 48+ ids: the ring of 40 wraps
         _step(driver, hooks, step, retry=step == 7, leak=leak)
     hooks.close()
     driver.finish()
@@ -90,3 +92,12 @@ def test_leaked_retry_is_reported(tmp_path: Path) -> None:
     result = _run(tmp_path, leak=True)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FT004" in result.stdout
+
+
+def test_resume_after_a_long_abandoned_stretch_verifies(tmp_path: Path) -> None:
+    """The checkpoint of step 7 holds rows of a wrapped ring (36 ids > keep = 28); the
+    abandoned steps 8..12 used 20 ids, more than B - keep = 12, so they re-allocated slots
+    whose restored rows hold committed evidence. The resume zeroes those slots too, so the
+    restored rows are exact and FT004 holds."""
+    result = _run(tmp_path, leak=False, die_after=12, checkpoint_at=7)
+    assert result.returncode == 0, result.stdout + result.stderr
