@@ -219,6 +219,8 @@ def _diff_text(
     return "; ".join(parts)
 
 
-def _names(names: list[str], limit: int = 8) -> str:
+def _names(names: list[str | None], limit: int = 8) -> str:
+    # a damaged segment can decode a tensor name as NULL: name it, do not crash on it
+    shown = ["<unnamed>" if n is None else n for n in names[:limit]]
     more = f", ... {len(names) - limit} more" if len(names) > limit else ""
-    return "[" + ", ".join(names[:limit]) + more + "]"
+    return "[" + ", ".join(shown) + more + "]"
