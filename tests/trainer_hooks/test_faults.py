@@ -98,3 +98,22 @@ def test_process_without_a_due_fault_runs_through(tmp_path: Path) -> None:
     out, err = child.communicate(timeout=30)
     assert child.returncode == 0, err
     assert out.strip().endswith("survived")
+
+
+@pytest.mark.parametrize("faulthandler_on", [False, True])
+def test_segfault_fired_off_the_main_thread_still_crashes(faulthandler_on: bool) -> None:
+    """Ray runs actor methods on worker threads, where the SIGSEGV handler cannot be reset."""
+    script = (
+        "import faulthandler, threading\n"
+        "from ftaudit.trainer_hooks import FaultSpec\n"
+        "from ftaudit.trainer_hooks.faults import fire\n"
+        f"{'faulthandler.enable()' if faulthandler_on else 'pass'}\n"
+        "t = threading.Thread(target=fire, args=(FaultSpec(step=0, mode='segfault'),))\n"
+        "t.start(); t.join()\n"
+        "print('survived')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == -signal.SIGSEGV, result.stderr
+    assert "survived" not in result.stdout

@@ -12,6 +12,7 @@ import ctypes
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -102,7 +103,10 @@ def fire(spec: FaultSpec) -> None:
     elif spec.mode is FaultMode.EXIT:
         os._exit(spec.exit_code)  # no cleanup, like a worker that calls exit deep in a library
     elif spec.mode is FaultMode.SEGFAULT:
-        signal.signal(signal.SIGSEGV, signal.SIG_DFL)  # a real crash, not a Python handler
+        # a real crash, not a Python handler; only the main thread may reset the handler
+        # (Ray runs actor methods on other threads: there faulthandler, if on, re-raises)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGSEGV, signal.SIG_DFL)
         ctypes.string_at(0)  # read address 0
         os.kill(os.getpid(), signal.SIGSEGV)
     elif spec.mode is FaultMode.HANG:
