@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.rules.base import Outcome, Rule
@@ -134,14 +136,7 @@ class Checksums(Rule):
                     f"rank {r['rank']} of{role} cell {r['cell']} does not match rank {r['rank']} "
                     f"of cell {r['ref_cell']} at {at} ({r['when']}): {detail}; the replicas "
                     "diverged",
-                    location=Location(
-                        r["step"],
-                        r["attempt"],
-                        r["incarnation"],
-                        cell=r["cell"],
-                        rank=r["rank"],
-                        segment=r["segment"],
-                    ),
+                    location=_where(r),
                 )
             )
         return out
@@ -159,14 +154,7 @@ class Checksums(Rule):
                     f"loaded checkpoint {r['ckpt_iteration']} (saved by incarnation "
                     f"{r['ckpt_incarnation']}) but its state differs from what was saved: "
                     f"{detail}",
-                    location=Location(
-                        r["step"],
-                        r["attempt"],
-                        r["incarnation"],
-                        cell=r["cell"],
-                        rank=r["rank"],
-                        segment=r["segment"],
-                    ),
+                    location=_where(r),
                 )
             )
         return out
@@ -184,14 +172,7 @@ class Checksums(Rule):
                 self.violation(
                     f"cell {r['cell']} rank {r['rank']} was healed from cell {r['source_cell']} "
                     f"at step {r['step']} but does not hold what the source held: {detail}",
-                    location=Location(
-                        r["step"],
-                        r["attempt"],
-                        r["incarnation"],
-                        cell=r["cell"],
-                        rank=r["rank"],
-                        segment=r["segment"],
-                    ),
+                    location=_where(r),
                 )
             )
         return out
@@ -217,6 +198,18 @@ def _diff_text(
     if only_ref:
         parts.append(f"{len(only_ref)} tensor(s) only in {ref} {_names(only_ref)}")
     return "; ".join(parts)
+
+
+def _where(r: dict[str, Any]) -> Location:
+    """Where a compared checksum row was logged."""
+    return Location(
+        r["step"],
+        r["attempt"],
+        r["incarnation"],
+        cell=r["cell"],
+        rank=r["rank"],
+        segment=r["segment"],
+    )
 
 
 def _names(names: list[str | None], limit: int = 8) -> str:
