@@ -58,7 +58,7 @@ BUGS: tuple[Bug, ...] = (
         "stale rows are zeroed in the parameter, but Adam's moments come back from an "
         "offloaded copy taken before the clear",
         "FT004",
-        "leaked into the weights",
+        "should be zero",  # revived rows: of abandoned work, or of zero-advantage samples
     ),
     Bug(
         "commit_despite_peer_discard",
