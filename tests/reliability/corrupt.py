@@ -142,17 +142,24 @@ def _load(seg: Path) -> tuple[pa.Table, dict[bytes, bytes]]:
     return table, dict(pq.read_metadata(seg).metadata or {})
 
 
-def retype_envelope(run: Path, rng: random.Random) -> str:
-    seg = _pick(run, rng)
-    table, meta = _load(seg)
-    column = rng.choice(["seq", "step", "attempt", "incarnation", "ts", "writer", "type"])
-    target = rng.choice([pa.string(), pa.float64(), pa.int32()])
+def _retype(
+    seg: Path, table: pa.Table, meta: dict[bytes, bytes], column: str, target: pa.DataType
+) -> None:
+    """Rewrite ``seg`` with ``column`` cast to ``target`` (all NULL where no cast exists)."""
     i = table.schema.get_field_index(column)
     try:
         new = pc.cast(table.column(i), target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         new = pa.nulls(table.num_rows, target)
     _rewrite(seg, table.set_column(i, pa.field(column, target), new), meta)
+
+
+def retype_envelope(run: Path, rng: random.Random) -> str:
+    seg = _pick(run, rng)
+    table, meta = _load(seg)
+    column = rng.choice(["seq", "step", "attempt", "incarnation", "ts", "writer", "type"])
+    target = rng.choice([pa.string(), pa.float64(), pa.int32()])
+    _retype(seg, table, meta, column, target)
     return f"envelope column {column} of {seg.name} as {target}"
 
 
@@ -164,12 +171,7 @@ def retype_payload(run: Path, rng: random.Random) -> str:
         return retype_envelope(run, rng)
     column = rng.choice(payload)
     target = rng.choice([pa.string(), pa.float64(), pa.int32(), pa.list_(pa.string())])
-    i = table.schema.get_field_index(column)
-    try:
-        new = pc.cast(table.column(i), target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        new = pa.nulls(table.num_rows, target)
-    _rewrite(seg, table.set_column(i, pa.field(column, target), new), meta)
+    _retype(seg, table, meta, column, target)
     return f"payload column {column} of {seg.name} as {target}"
 
 

@@ -87,9 +87,10 @@ def to_table(
     groups (the view listing: each view once, then its columns).
     """
     from rich import box
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from ftaudit.verifier.render.console import string_console
 
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in columns:
@@ -104,17 +105,7 @@ def to_table(
                 table.add_section()
             previous = row[0]
         table.add_row(*cells)
-    out = io.StringIO()
-    console = Console(
-        file=out,
-        width=width or 100_000,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-        markup=False,
-    )
+    console, out = string_console(color=color, width=width or 100_000)
     console.print(table)
     if width is None:  # sized to content: drop the padding up to the huge console width
         return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
