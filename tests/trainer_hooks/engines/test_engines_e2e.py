@@ -35,6 +35,7 @@ from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B, BATCH, SEQ, STEPS, BROKEN_STEP = 32, 4, 6, 3, 1
+LABELS = {"sglang": "dp0.pp0.tp{t}", "vllm": "dp0.pp0.pcp0.tp{t}.ep0", "torch": "tp{t}"}
 
 
 @contextmanager
@@ -122,7 +123,9 @@ def test_divergent_engine_fails_ft007(tmp_path: Path, kind: str) -> None:
     assert set(failed) == {"FT007"}, failed
     (violation,) = failed["FT007"]
     assert violation.location.step == BROKEN_STEP
-    names = "tp0/head.weight, tp1/head.weight"  # both tensor-parallel ranks of engine 2
+    # both tensor-parallel ranks of engine 2, labelled with each engine kind's coordinates
+    label = LABELS[kind]
+    names = f"{label.format(t=0)}/head.weight, {label.format(t=1)}/head.weight"
     assert violation.message.startswith(
         f"engine 2 differs from engine 0 after the sync of step {BROKEN_STEP}: "
         f"2 tensor(s) hash differently [{names}]"

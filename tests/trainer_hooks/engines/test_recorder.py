@@ -94,7 +94,7 @@ def test_record_initial_sync_and_step_syncs(tmp_path: Path) -> None:
         explicit = recorder.record(step=5, attempt=0)
     run.close()
     assert initial[0] == initial[1] == at_step[0] == explicit[1]
-    assert all(k.startswith(("tp0/", "tp1/")) for k in initial[0])
+    assert all(k.startswith(("dp0.pp0.tp0/", "dp0.pp0.tp1/")) for k in initial[0])
     logged = _events(tmp_path)
     assert [(s, a) for s, a, _ in logged] == [(None, None), (4, 1), (5, 0)]
     assert logged[0][2].engines == initial
@@ -119,7 +119,7 @@ def test_unreadable_engine_is_logged_not_raised(
         got = recorder.record()
     run.close()
     assert set(got) == {0, 3}
-    assert ERROR_TENSOR not in got[0] and len(got[0]) == len(fake.ranks[(0, 0)])
+    assert ERROR_TENSOR not in got[0] and len(got[0]) == len(fake.ranks[(0, 0, 0)])
     assert list(got[3]) == [ERROR_TENSOR]
     assert got[3][ERROR_TENSOR].startswith("engine 3 unreadable: vllm http://127.0.0.1:")
     assert recorder.failures == 1

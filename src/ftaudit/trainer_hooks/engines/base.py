@@ -1,17 +1,19 @@
 """What every engine adapter gives: one map ``tensor name -> hash`` per engine (no torch).
 
-Names carry the rank that holds the tensor, so the shards of a tensor-parallel engine
-stay apart: ``tp1/model.layers.0.mlp.up_proj.weight``. Pipeline and data-parallel ranks
-are added only when the engine has more than one of them (``pp1.tp0/...``,
-``dp1.pp0.tp0/...``), so the names of a single-GPU engine are ``tp0/<name>``.
+Names carry the full parallel coordinates of the GPU that holds the tensor, so the
+shards of a parallel engine stay apart and line up with the same GPU of another engine:
+``dp0.pp0.tp1/model.layers.0.mlp.up_proj.weight`` (SGLang), ``tp1/<name>`` (an
+in-process engine, tensor-parallel only). Every coordinate the engine reports is kept,
+including those of groups of one, so a name never depends on what is left out.
 
-Hashes are the engine's own (SGLang's and vLLM's differ from ftaudit's blake2b), so the
-engines compared after one sync must be of one kind; FT007 compares them tensor by
-tensor.
+Hashes are the engines' own (SGLang's 64-bit tensor hash, vLLM's sha256, ftaudit's
+blake2b for in-process engines) and are compared as opaque strings: only engines of one
+kind are compared with each other, tensor by tensor, by FT007.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
@@ -31,6 +33,10 @@ class EngineChecksumError(FtauditError):
         self.reason = reason
 
 
+class ChecksumUnsupportedError(EngineChecksumError):
+    """The engine answers, but its build has no weight-checksum action (too old, or not enabled)."""
+
+
 @runtime_checkable
 class WeightChecksumSource(Protocol):
     """Anything that can report the weight hashes of one inference engine."""
@@ -43,48 +49,42 @@ class WeightChecksumSource(Protocol):
         ...
 
     def checksums(self) -> dict[str, str]:
-        """Tensor name (with its rank prefix) -> hash; raises :class:`EngineChecksumError`."""
+        """Tensor name (with its rank label) -> hash; raises :class:`EngineChecksumError`."""
         ...
 
 
-def rank_prefix(
-    tp_rank: int,
-    *,
-    pp_rank: int = 0,
-    pp_size: int = 1,
-    dp_rank: int = 0,
-    dp_size: int = 1,
-) -> str:
-    """``tp{t}``, preceded by ``pp{p}.`` and ``dp{d}.`` where there are several of those."""
-    for what, rank, size in (
-        ("tp", tp_rank, None),
-        ("pp", pp_rank, pp_size),
-        ("dp", dp_rank, dp_size),
-    ):
-        if rank < 0 or (size is not None and not 0 <= rank < size):
-            raise ValueError(f"{what} rank {rank} is not a rank of a group of {size}")
-    parts = [f"dp{dp_rank}"] if dp_size > 1 else []
-    if pp_size > 1:
-        parts.append(f"pp{pp_rank}")
-    parts.append(f"tp{tp_rank}")
+_AXIS = re.compile(r"^[a-z]+$")
+
+
+def rank_label(*coordinates: tuple[str, int]) -> str:
+    """``dp0.pp1.tp0`` from ``("dp", 0), ("pp", 1), ("tp", 0)``: every coordinate, in order."""
+    if not coordinates:
+        raise ValueError("a rank label needs at least one coordinate")
+    parts = []
+    for axis, rank in coordinates:
+        if not _AXIS.match(axis):
+            raise ValueError(f"parallel axis {axis!r} is not a lowercase word")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"{axis} rank {rank!r} is not a non-negative int")
+        parts.append(f"{axis}{rank}")
     return ".".join(parts)
 
 
 def merge_ranks(engine: str, per_rank: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, str]:
-    """One map from the maps of an engine's ranks: ``{prefix}/{name} -> hash``.
+    """One map from the maps of an engine's ranks: ``{label}/{name} -> hash``.
 
-    Two ranks may report the same prefixed name only with the same hash (a replicated
+    Two ranks may report the same labelled name only with the same hash (a replicated
     copy); different hashes under one name are refused, since keeping either would hide
-    the other.
+    the other. Hashes are opaque non-empty strings.
     """
     out: dict[str, str] = {}
-    for prefix, hashes in per_rank:
+    for label, hashes in per_rank:
         for name, value in hashes.items():
-            if not isinstance(name, str) or not isinstance(value, str) or not value:
+            if not isinstance(name, str) or not name or not isinstance(value, str) or not value:
                 raise EngineChecksumError(
-                    engine, f"rank {prefix} reported {name!r}: {value!r}, not a name and a hash"
+                    engine, f"rank {label} reported {name!r}: {value!r}, not a name and a hash"
                 )
-            key = f"{prefix}/{name}"
+            key = f"{label}/{name}"
             if out.setdefault(key, value) != value:
                 raise EngineChecksumError(
                     engine, f"two ranks report {key} with different hashes ({out[key]}, {value})"

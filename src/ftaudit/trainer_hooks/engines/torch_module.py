@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
-from ftaudit.trainer_hooks.engines.base import EngineChecksumError, merge_ranks, rank_prefix
+from ftaudit.trainer_hooks.engines.base import EngineChecksumError, merge_ranks, rank_label
 from ftaudit.trainer_hooks.torch.checksums import tensor_hash, unwrap
 from ftaudit.trainer_hooks.torch.witness import is_witness_name
 
@@ -40,7 +40,7 @@ class TorchModuleEngine:
         try:
             per_rank = [
                 (
-                    rank_prefix(rank),
+                    rank_label(("tp", rank)),
                     {
                         key: tensor_hash(value)
                         for key, value in unwrap(module).state_dict().items()
