@@ -14,10 +14,15 @@ __all__ = ["connect", "step_context"]
 __version__ = "0.1.0"
 
 
-def connect(run_dir: str | os.PathLike[str], *, sandbox: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(run_dir: str | os.PathLike[str], *, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection over a run: a view per event type, ``events``, ``metrics``, the
     checkpoint views and the committed-history views (``committed_steps``, ``timeline``,
-    ``lineage``, ``incarnations``, ``abandoned_events``)."""
+    ``lineage``, ``incarnations``, ``abandoned_events``).
+
+    Sandboxed by default: the run is loaded into memory and every file access is then
+    refused (no ``COPY``, ``read_csv``, ``glob``, ``ATTACH``). Pass ``sandbox=False`` to
+    keep DuckDB's file access, e.g. to export results or join other files.
+    """
     from ftaudit.eventlog.connect import connect as _connect
     from ftaudit.verifier.views import create_history_views
 

@@ -15,21 +15,25 @@ from ftaudit.eventlog.views import create_views, lock_down
 def connect(
     run_dir: str | os.PathLike[str],
     *,
-    sandbox: bool = False,
+    sandbox: bool = True,
     registry: EventRegistry = default_registry,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB with a view per event type, ``events`` and ``metrics``.
 
-    With ``sandbox=True`` the segments are loaded into memory and file access is then
-    switched off, so queries cannot read or write anything else.
+    The segments are loaded into memory, then (by default) file access is switched off
+    and the configuration locked, so queries cannot read or write anything else, nor
+    switch the sandbox off again. ``sandbox=False`` is the explicit opt-out, for code
+    that wants to join the run with other files or export results with ``COPY``.
     Raises :class:`ftaudit.errors.UnusableInputError` naming the first bad file.
     """
     scan = scan_run(run_dir)
-    con = duckdb.connect()
+    con = duckdb.connect(":memory:")
     try:
-        create_views(con, scan, registry, materialize=sandbox)
-    except duckdb.Error as exc:
+        create_views(con, scan, registry)
+    except BaseException as exc:
         con.close()
+        if not isinstance(exc, duckdb.Error):
+            raise
         raise CorruptSegmentError(
             scan.run_dir, f"segments cannot be read together: {exc}"
         ) from None

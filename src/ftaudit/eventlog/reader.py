@@ -48,14 +48,20 @@ class RunScan:
         return [str(s.path) for s in self.segments]
 
 
-def _check_segment(path: Path, writer_dir: str) -> SegmentInfo:
+def _check_segment(
+    path: Path, writer_dir: str, schemas: dict[pa.Schema, pa.Schema] | None = None
+) -> SegmentInfo:
     if path.is_symlink():
         raise CorruptSegmentError(path, "is a symbolic link; segments must be plain files")
     if not path.is_file():
         raise CorruptSegmentError(path, "is not a regular file")
     try:
         md = pq.read_metadata(path)
-        schema = md.schema.to_arrow_schema()
+        # without the footer's key-values (digests differ per file), so that the segments
+        # of one shape share one schema object: memory does not grow with their number
+        schema = md.schema.to_arrow_schema().remove_metadata()
+        if schemas is not None:
+            schema = schemas.setdefault(schema, schema)
     except UNREADABLE as exc:
         raise CorruptSegmentError(path, f"not a readable Parquet file ({exc})") from None
     try:
@@ -114,6 +120,7 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
         raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
     segments: list[SegmentInfo] = []
     torn: list[Path] = []
+    schemas: dict[pa.Schema, pa.Schema] = {}
     for writer_dir in sorted(events.iterdir()):
         if writer_dir.is_symlink() or not writer_dir.is_dir():
             raise UnusableInputError(f"{writer_dir}: unexpected entry in {EVENTS_DIR}/")
@@ -123,7 +130,7 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
                     raise UnusableInputError(f"{path}: unexpected entry in a writer folder")
                 torn.append(path)
             elif path.name.endswith(SEGMENT_SUFFIX):
-                segments.append(_check_segment(path, writer_dir.name))
+                segments.append(_check_segment(path, writer_dir.name, schemas))
             else:
                 raise UnusableInputError(f"{path}: unexpected file in a writer folder")
     if not segments:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from ftaudit.eventlog.load import load_segments
 from ftaudit.eventlog.reader import RunScan
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 from ftaudit.eventlog.registry import EventRegistry
-from ftaudit.eventlog.sql import ident, literal, string_list
+from ftaudit.eventlog.sql import ident, literal
 
 SEGMENTS = "_segments"
 
@@ -100,17 +101,14 @@ MACROS: dict[str, str] = {
 }
 
 
-def create_views(
-    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry, *, materialize: bool
-) -> None:
-    """Create every view of the event log on ``con``.
+def create_views(con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry) -> None:
+    """Load the run's segments into a table on ``con`` and create every view over it.
 
-    ``materialize`` copies the segments into a table first, so that external file access
-    can be switched off afterwards without breaking the views.
+    The rows are copied in (from the scan's explicit file list, see
+    :mod:`ftaudit.eventlog.load`), so no view reads a file: external file access can be
+    switched off afterwards without breaking them.
     """
-    source = f"read_parquet({string_list(scan.files)}, union_by_name = true, filename = true)"
-    kind = "TABLE" if materialize else "VIEW"
-    con.execute(f"CREATE {kind} {SEGMENTS} AS SELECT * FROM {source}")
+    load_segments(con, scan, SEGMENTS)
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
     for name, select in _type_views(con, scan, registry).items():
@@ -122,6 +120,13 @@ def create_views(
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:
-    """No file access from here on: queries see the views and nothing else on disk."""
+    """No file access from here on: queries see the views and nothing else on disk.
+
+    DuckDB keeps its temp directory (``<cwd>/.tmp`` by default) usable when external
+    access is off, so ``COPY ... TO '.tmp/x'``, ``read_csv('.tmp/...')`` and ``ATTACH``
+    would still work there: the connection gets no temp directory at all (a query that
+    would spill to disk fails instead).
+    """
+    con.execute("SET temp_directory = ''")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

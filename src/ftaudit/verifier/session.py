@@ -27,7 +27,7 @@ from ftaudit.errors import (
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
-from ftaudit.eventlog.views import SEGMENTS, create_views
+from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.views import create_history_views
 
 
@@ -77,13 +77,17 @@ class Session:
         check_types(scan, registry)
         con = duckdb.connect(":memory:")
         try:
-            create_views(con, scan, registry, materialize=True)
+            create_views(con, scan, registry)
             if head_only:
                 con.execute(
                     f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
                     f"AND list_contains({string_list(sorted(head_only))}, filename)"
                 )
             create_history_views(con)
+            lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
+        except CorruptSegmentError:
+            con.close()
+            raise
         except duckdb.Error as exc:
             con.close()
             raise CorruptSegmentError(
