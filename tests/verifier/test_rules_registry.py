@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from ftaudit.verifier.findings import Severity
 from ftaudit.verifier.rules import RULES
-from ftaudit.verifier.rules_doc import render
+from ftaudit.verifier.rules_doc import kinds_table, render, with_kinds_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,3 +42,23 @@ def test_rules_page_is_current() -> None:
     assert page.read_text() == render(), (
         "docs/rules.md is stale: run `python -m ftaudit.verifier.rules_doc`"
     )
+
+
+def test_every_rule_declares_stable_kinds_documented_in_cli_md() -> None:
+    for rule in RULES:
+        assert rule.kinds, f"{rule.code} declares no violation kinds"
+        for kind, meaning in rule.kinds.items():
+            assert re.fullmatch(r"[a-z][a-z_]*", kind), (rule.code, kind)
+            assert meaning and not meaning.endswith("."), (rule.code, kind)
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    assert with_kinds_table(cli) == cli, (
+        "the kinds table of docs/cli.md is stale: run `python -m ftaudit.verifier.rules_doc`"
+    )
+    assert kinds_table() in cli
+
+
+def test_a_violation_of_an_undeclared_kind_is_refused() -> None:
+    rule = RULES[3]
+    assert rule.violation("m", kind="missing").kind == "missing"
+    with pytest.raises(ValueError, match="does not declare"):
+        rule.violation("m", kind="no_such_kind")

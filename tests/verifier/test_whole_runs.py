@@ -102,6 +102,7 @@ def summarize(report: Report) -> dict[str, Any]:
                         for k, x in v.location.to_dict().items()
                         if k != "segment"
                     },
+                    "kind": v.kind,
                     "ids": list(v.ids),
                     "sample_indices": list(v.sample_indices),
                     "message": clean(v.message),

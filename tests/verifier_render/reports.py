@@ -11,12 +11,14 @@ MISSING = Violation(
     location=Location(step=3, attempt=1, cell=0, instance="pp0_chunk0.head"),
     ids=(17, 18, 19, 40),
     sample_indices=(1201, 1202, 1203, 5),
+    kind="missing",
 )
 REPLAYED = Violation(
     code="FT005",
     severity=Severity.WARNING,
     message="step 4 replayed after the restart trained different samples",
     location=Location(step=4, incarnation=1),
+    kind="replay_differs",
 )
 
 

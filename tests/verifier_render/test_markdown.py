@@ -34,7 +34,7 @@ def test_first_violations_listed_then_counted(failing: Report) -> None:
     items = [line for line in md.splitlines() if line.startswith("- ")]
     assert len(items) == 3
     assert items[0].startswith(
-        r"- **FT004 witness-exactly-once** (error) at step 3, attempt 1, cell 0, "
+        r"- **FT004 witness-exactly-once** (error, `missing`) at step 3, attempt 1, cell 0, "
         r"instance pp0\_chunk0.head: 3 samples never reached the weights"
     )
     assert "Ids: 17..19 (samples 1201..1203), 40 (sample 5)." in items[0]

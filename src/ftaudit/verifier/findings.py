@@ -43,12 +43,17 @@ class Violation:
     sample_indices: tuple[int, ...] = ()
     """The sample indices of ``ids`` where known."""
     id_count: int | None = None
-    """How many ids were involved when ``ids`` is a truncated list."""
+    """How many ids (or, without ids, sample indices) were involved: the lists are cut."""
+    kind: str = "unspecified"
+    """What broke, as a stable machine-readable word of the rule's ``kinds`` (``missing``,
+    ``extra``, ``hole``...); documented in ``docs/cli.md``. Tools switch on it, never on
+    the message."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "code": self.code,
             "severity": self.severity.value,
+            "kind": self.kind,
             "message": self.message,
             "location": self.location.to_dict(),
         }
@@ -57,6 +62,9 @@ class Violation:
             out["id_count"] = self.id_count if self.id_count is not None else len(self.ids)
         if self.sample_indices:
             out["sample_indices"] = list(self.sample_indices)
+            out["sample_count"] = (
+                self.id_count if self.id_count is not None else len(self.sample_indices)
+            )
         return out
 
 

@@ -34,7 +34,7 @@ def _clean(text: str) -> str:
 
 
 def _violation_text(violation: Violation) -> str:
-    lines = [f"[{violation.severity.value}] {violation.message}"]
+    lines = [f"[{violation.severity.value}] {violation.message}", f"    kind {violation.kind}"]
     where = location_text(violation.location)
     if where:
         lines.append(f"    at {where}")
@@ -67,7 +67,9 @@ def _testcase(suite: ET.Element, result: RuleResult, *, strict: bool) -> None:
         failure = ET.SubElement(
             case,
             "failure",
-            message=_clean(f"{result.code}: {counts}; first: {failing[0].message}"),
+            message=_clean(
+                f"{result.code}: {counts}; first ({failing[0].kind}): {failing[0].message}"
+            ),
             type=result.code,
         )
         failure.text = _listing(failing)

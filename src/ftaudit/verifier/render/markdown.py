@@ -58,7 +58,10 @@ def render_markdown(report: Report, *, strict: bool = False, max_violations: int
         total = sum(len(r.violations) for r in report.results)
         lines += [f"### Violations ({len(shown)} of {total} shown)", ""]
         for result, v in shown:
-            item = f"- **{escape(v.code)} {escape(result.name)}** ({v.severity.value})"
+            item = (
+                f"- **{escape(v.code)} {escape(result.name)}** ({v.severity.value}, "
+                f"`{escape(v.kind)}`)"
+            )
             where = location_text(v.location)
             if where:
                 item += f" at {escape(where)}"

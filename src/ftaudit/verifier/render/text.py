@@ -80,6 +80,7 @@ def render_text(
             head.append(f"{violation.code} {result.name}", style="bold")
             head.append(" · ")
             head.append(violation.severity.value, style=_SEVERITY_STYLE[violation.severity])
+            head.append(f" · {violation.kind}")
             console.print(head, soft_wrap=True)
             where = location_text(violation.location)
             if where:

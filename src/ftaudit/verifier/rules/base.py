@@ -35,6 +35,8 @@ class Rule(ABC):
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
+    kinds: ClassVar[dict[str, str]] = {}
+    """Every ``kind`` this rule reports, with what it means (stable: never renamed)."""
 
     @abstractmethod
     def check(self, ctx: RunContext) -> Outcome:
@@ -44,22 +46,30 @@ class Rule(ABC):
         self,
         message: str,
         *,
+        kind: str,
         location: Location | None = None,
         ids: Sequence[int] = (),
         sample_indices: Sequence[int] = (),
         id_count: int | None = None,
         severity: Severity | None = None,
     ) -> Violation:
-        """A violation of this rule; id lists are cut to :data:`MAX_IDS`."""
-        count = id_count if id_count is not None else len(ids)
+        """A violation of this rule; id lists are cut to :data:`MAX_IDS`.
+
+        ``kind`` must be one of the rule's :attr:`kinds`, so every kind a tool can see is
+        declared (and documented) in one place.
+        """
+        if kind not in self.kinds:
+            raise ValueError(f"{self.code} reports kind {kind!r} but does not declare it")
+        count = id_count if id_count is not None else len(ids) or len(sample_indices)
         return Violation(
             code=self.code,
             severity=severity or self.severity,
             message=message,
+            kind=kind,
             location=location or Location(),
             ids=tuple(int(i) for i in ids[:MAX_IDS]),
             sample_indices=tuple(int(i) for i in sample_indices[:MAX_IDS]),
-            id_count=count if ids else None,
+            id_count=count if ids or sample_indices else None,
         )
 
     @property

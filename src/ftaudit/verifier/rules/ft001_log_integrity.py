@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow.parquet as pq
 
@@ -66,6 +67,21 @@ class LogIntegrity(Rule):
 
     code = "FT001"
     name = "log-integrity"
+    kinds: ClassVar[dict[str, str]] = {
+        "hole": "a gap in a writer's sequence numbers: events were lost",
+        "duplicate_events": "a writer's sequence numbers repeat across segments",
+        "no_digest": "no segment carries a content digest: edits cannot be detected",
+        "altered_segment": "a sealed segment does not match its own digest",
+        "broken_chain": "a segment does not follow its predecessor in the hash chain",
+        "rewritten_after_checkpoint": "a writer's log differs from what a checkpoint vouched",
+        "torn_segment": "a temp file left by a writer that crashed while flushing",
+        "truncated_tail": "a writer's log ends before what a checkpoint recorded as durable",
+        "foreign_segment": "a segment of another run is mixed in",
+        "duplicate_start": "an incarnation logged more than one start",
+        "bad_resume_point": "an incarnation resumes from a checkpoint that is not earlier",
+        "unsaved_checkpoint": "an incarnation resumed from a checkpoint never completely saved",
+        "unstarted_incarnation": "an incarnation wrote events but never logged its start",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         segments = ctx.scan.segments
@@ -110,6 +126,7 @@ class LogIntegrity(Rule):
                         self.violation(
                             f"hole in writer {writer}: events {expected}..{first - 1} are "
                             f"missing{after} ({why})",
+                            kind="hole",
                             location=where,
                             ids=list(range(expected, min(first, expected + 200))),
                             id_count=first - expected,
@@ -121,6 +138,7 @@ class LogIntegrity(Rule):
                             f"duplicate events in writer {writer}: {info.path.name} holds "
                             f"seq {first}..{last}, but {first}..{expected - 1} were already in "
                             f"{previous.path.name if previous else 'an earlier segment'}",
+                            kind="duplicate_events",
                             location=where,
                         )
                     )
@@ -135,6 +153,7 @@ class LogIntegrity(Rule):
                 self.violation(
                     "no segment of this run carries a content digest (written by an ftaudit "
                     "older than the hash chain): edits to the log cannot be detected",
+                    kind="no_digest",
                     severity=Severity.WARNING,
                 )
             ]
@@ -156,6 +175,7 @@ class LogIntegrity(Rule):
                             f"segment {info.path.name} of writer {writer} was altered after it "
                             f"was sealed: {problem} (an event edited, removed, inserted or "
                             "reordered, or the file damaged)",
+                            kind="altered_segment",
                             location=where,
                         )
                     )
@@ -168,6 +188,7 @@ class LogIntegrity(Rule):
                             f"hash chain broken in writer {writer}: segment {info.path.name} "
                             f"does not follow {before}; a segment was replaced, removed, "
                             "reordered or inserted",
+                            kind="broken_chain",
                             location=where,
                         )
                     )
@@ -190,6 +211,7 @@ class LogIntegrity(Rule):
                                 f"writer {writer} has no segment ending at seq {seq}, where "
                                 f"checkpoint {r['iteration']} recorded its chain head: its "
                                 "segments were rewritten after the checkpoint",
+                                kind="rewritten_after_checkpoint",
                                 location=where,
                             )
                         )
@@ -200,6 +222,7 @@ class LogIntegrity(Rule):
                             f"checkpoint {r['iteration']} recorded (chain head {head[:12]}..., "
                             f"now {info.meta.digest[:12] or 'none'}...): the log was rewritten "
                             "after the checkpoint",
+                            kind="rewritten_after_checkpoint",
                             location=Location(
                                 incarnation=r["incarnation"], writer=writer, segment=str(info.path)
                             ),
@@ -219,6 +242,7 @@ class LogIntegrity(Rule):
                 self.violation(
                     f"truncated tail: writer {path.parent.name} crashed while flushing; "
                     f"temp file {path.name} is {state}",
+                    kind="torn_segment",
                     location=Location(writer=path.parent.name, segment=str(path)),
                     severity=Severity.WARNING,
                 )
@@ -238,6 +262,7 @@ class LogIntegrity(Rule):
                         f"truncated tail: writer {r['writer']} ends at seq {have}, but "
                         f"checkpoint {r['iteration']} recorded it durable up to "
                         f"{r['last_seq']}: events {have + 1}..{r['last_seq']} are missing",
+                        kind="truncated_tail",
                         location=Location(incarnation=r["incarnation"], writer=r["writer"]),
                     )
                 )
@@ -254,6 +279,7 @@ class LogIntegrity(Rule):
             self.violation(
                 f"segment {info.path.name} of writer {info.meta.writer} belongs to run {run_id}, "
                 f"not to this run ({main}): segments of another run were mixed in",
+                kind="foreign_segment",
                 location=Location(writer=info.meta.writer, segment=str(info.path)),
             )
             for run_id, infos in sorted(runs.items())
@@ -268,7 +294,11 @@ class LogIntegrity(Rule):
             where = Location(incarnation=inc)
             if r["starts"] > 1:
                 out.append(
-                    self.violation(f"incarnation {inc} logged {r['starts']} starts", location=where)
+                    self.violation(
+                        f"incarnation {inc} logged {r['starts']} starts",
+                        kind="duplicate_start",
+                        location=where,
+                    )
                 )
             if r["resumed_iteration"] is None or not ctx.new_incarnation(inc):
                 continue  # incremental: an older resume was checked when it happened
@@ -277,6 +307,7 @@ class LogIntegrity(Rule):
                 out.append(
                     self.violation(
                         f"incarnation {inc} claims to resume from {ref}, which is not earlier",
+                        kind="bad_resume_point",
                         location=where,
                     )
                 )
@@ -285,6 +316,7 @@ class LogIntegrity(Rule):
                     self.violation(
                         f"incarnation {inc} resumed from {ref}, but the log never recorded that "
                         "checkpoint as completely saved: the weights it loaded are unaccounted for",
+                        kind="unsaved_checkpoint",
                         location=where,
                     )
                 )
@@ -293,6 +325,7 @@ class LogIntegrity(Rule):
                 self.violation(
                     f"incarnation {r['incarnation']} wrote {r['events']} events (e.g. writer "
                     f"{r['writer']}) but never logged run_started: its resume point is unknown",
+                    kind="unstarted_incarnation",
                     location=Location(incarnation=r["incarnation"], writer=r["writer"]),
                 )
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,6 +42,13 @@ class StepContinuity(Rule):
 
     code = "FT002"
     name = "step-continuity"
+    kinds: ClassVar[dict[str, str]] = {
+        "committed_twice": "a step was committed by more than one attempt or incarnation",
+        "never_committed": "a step below the last one was never committed",
+        "accepted_all_errored": "an attempt was accepted although every cell errored",
+        "accepted_despite_discard": "an attempt was accepted although a cell discarded it",
+        "wrong_first_step": "an incarnation did not begin at its checkpoint iteration + 1",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         committed = ctx.committed
@@ -53,6 +61,7 @@ class StepContinuity(Rule):
                     self.violation(
                         f"step {step} was committed {n} times (incarnation "
                         f"{', '.join(map(str, incs))}): its samples were applied more than once",
+                        kind="committed_twice",
                         location=Location(step=step, incarnation=incs[0]),
                     )
                 )
@@ -66,6 +75,7 @@ class StepContinuity(Rule):
                     self.violation(
                         f"{what} never committed: the final model's history skips "
                         f"{'it' if e - s == 1 else 'them'}, so its samples were never trained",
+                        kind="never_committed",
                         location=Location(step=s),
                     )
                 )
@@ -83,6 +93,7 @@ class StepContinuity(Rule):
                     self.violation(
                         f"step {s.step} accepted attempt {s.attempt} although every cell "
                         "errored: no cell applied its update, it should have been retried",
+                        kind="accepted_all_errored",
                         location=where,
                     )
                 )
@@ -92,6 +103,7 @@ class StepContinuity(Rule):
                         f"step {s.step} accepted attempt {s.attempt} although cell "
                         f"{', '.join(map(str, discarded))} discarded it: it should have been "
                         "retried",
+                        kind="accepted_despite_discard",
                         location=Location(
                             step=s.step,
                             attempt=s.attempt,
@@ -122,6 +134,7 @@ class StepContinuity(Rule):
                     self.violation(
                         f"incarnation {inc.incarnation} {where} but began at step "
                         f"{r['first_step']}, not {expected}",
+                        kind="wrong_first_step",
                         location=Location(step=r["first_step"], incarnation=inc.incarnation),
                     )
                 )

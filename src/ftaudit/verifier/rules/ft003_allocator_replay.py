@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,6 +40,14 @@ class AllocatorReplay(Rule):
 
     code = "FT003"
     name = "allocator-replay"
+    kinds: ClassVar[dict[str, str]] = {
+        "buffer_size_changed": "incarnations declared different witness buffer sizes",
+        "wrong_start_counter": "the first incarnation did not start the allocator at 0",
+        "reissued_ids": "a resumed incarnation re-issued ids an earlier one allocated",
+        "wrong_resume_counter": "a resumed incarnation did not continue from the highest counter",
+        "replay_differs": "an allocation differs from what the replayed allocator gives",
+        "over_budget": "an attempt used ring slots that were not cleared since their last use",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         allocations = ctx.allocations
@@ -72,7 +81,8 @@ class AllocatorReplay(Rule):
         return [
             self.violation(
                 f"the witness buffer size changed between incarnations ({text}): the ring "
-                "cannot be resized within a run"
+                "cannot be resized within a run",
+                kind="buffer_size_changed",
             )
         ]
 
@@ -93,6 +103,7 @@ class AllocatorReplay(Rule):
                 out.append(
                     self.violation(
                         f"incarnation {inc} started the allocator at counter {first.start}, not 0",
+                        kind="wrong_start_counter",
                         location=where,
                     )
                 )
@@ -118,6 +129,7 @@ class AllocatorReplay(Rule):
                     f"were allocated to samples {ctx.describe_samples(np.asarray(samples))} by "
                     f"{'; '.join(sorted(owners))}; weights that were not rolled back would "
                     "be counted as this incarnation's",
+                    kind="reissued_ids",
                     location=where,
                     ids=ids,
                     sample_indices=samples,
@@ -129,6 +141,7 @@ class AllocatorReplay(Rule):
                 self.violation(
                     f"incarnation {inc} resumed the allocator at counter {first.start}, not at "
                     f"the highest counter ever logged ({highest})",
+                    kind="wrong_resume_counter",
                     location=where,
                 )
             )
@@ -163,6 +176,7 @@ class AllocatorReplay(Rule):
             self.violation(
                 f"the allocation of step {a.step} attempt {a.attempt} (incarnation "
                 f"{a.incarnation}) differs from the replayed allocator: " + "; ".join(problems),
+                kind="replay_differs",
                 location=where,
                 ids=ids.tolist(),
                 id_count=a.num_ids,
@@ -183,6 +197,7 @@ class AllocatorReplay(Rule):
                         f"step {step} allocated {total} witness ids (all attempts), more than "
                         f"B - keep = {limit}: slots were reused before being cleared, so the "
                         "witness can no longer tell samples apart",
+                        kind="over_budget",
                         location=Location(step=step, incarnation=a.incarnation),
                     )
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -75,6 +76,14 @@ class WitnessExactlyOnce(Rule):
 
     code = "FT004"
     name = "witness-exactly-once"
+    kinds: ClassVar[dict[str, str]] = {
+        "no_buffer_size": "witness events but no incarnation declared the buffer size",
+        "no_allocation": "a committed step logged snapshots but the counter is unknown",
+        "missing_snapshot": "a normal cell logged no witness snapshot for a committed step",
+        "missing_instance": "a normal cell did not snapshot a witness instance it should have",
+        "missing": "committed samples whose gradient never reached the weights",
+        "extra": "nonzero witness rows that should be zero (leaked or revived work)",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         allocations = ctx.allocations
@@ -83,7 +92,14 @@ class WitnessExactlyOnce(Rule):
         if not allocations and not groups:
             return Outcome(checked=0)
         if B is None:
-            return Outcome(1, (self.violation("witness events but no run_started buffer size"),))
+            return Outcome(
+                1,
+                (
+                    self.violation(
+                        "witness events but no run_started buffer size", kind="no_buffer_size"
+                    ),
+                ),
+            )
         index = _Index(ctx, allocations, B)
         instances = self._instances(ctx)
         by_key: dict[StepKey, list[_Group]] = defaultdict(list)
@@ -105,6 +121,7 @@ class WitnessExactlyOnce(Rule):
                     self.violation(
                         f"step {step.step} attempt {step.attempt} logged witness snapshots but "
                         "no witness allocation: the witness cannot be checked",
+                        kind="no_allocation",
                         location=Location(step.step, step.attempt, step.incarnation),
                     )
                 )
@@ -159,6 +176,7 @@ class WitnessExactlyOnce(Rule):
                     self.violation(
                         f"cell {cell} was normal in step {step.step} (attempt {step.attempt}) "
                         "but logged no witness snapshot: its training cannot be verified",
+                        kind="missing_snapshot",
                         location=where,
                     )
                 )
@@ -169,6 +187,7 @@ class WitnessExactlyOnce(Rule):
                         self.violation(
                             f"cell {cell} logged no snapshot of {instance} in step {step.step} "
                             f"(attempt {step.attempt}) although it was normal",
+                            kind="missing_instance",
                             location=Location(
                                 step.step,
                                 step.attempt,
@@ -241,6 +260,7 @@ class WitnessExactlyOnce(Rule):
             f"{n} sample{'s' if n != 1 else ''} trained in {trained} never reached the weights "
             f"of {place}{seen}: witness ids {missing.describe()} = samples "
             f"{ctx.describe_samples(samples)}; their gradient was lost",
+            kind="missing",
             location=where,
             ids=ids.tolist(),
             sample_indices=samples.tolist(),
@@ -291,6 +311,7 @@ class WitnessExactlyOnce(Rule):
             f"(attempt {step.attempt}) should be zero: "
             + "; ".join(reasons)
             + ("; work outside the committed history leaked into the weights" if leaked else ""),
+            kind="extra",
             location=where,
             ids=ids.tolist(),
             sample_indices=samples,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import ClassVar
 
 import numpy as np
 
@@ -39,6 +40,11 @@ class SampleExactlyOnce(Rule):
 
     code = "FT005"
     name = "sample-exactly-once"
+    kinds: ClassVar[dict[str, str]] = {
+        "duplicate_sample": "a sample index trained more than once in the committed history",
+        "skipped_sample": "the committed sample stream has a hole below its highest index",
+        "replay_differs": "a step replayed after a restart trained other samples than before",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         keys = ctx.committed_keys
@@ -76,9 +82,9 @@ class SampleExactlyOnce(Rule):
                     f"{ctx.describe_samples(arr)} trained in more than one committed step "
                     f"(steps {', '.join(map(str, steps))}): the model saw "
                     f"{'them' if len(samples) != 1 else 'it'} twice",
+                    kind="duplicate_sample",
                     location=Location(first.step, first.attempt, first.incarnation),
                     sample_indices=samples,
-                    ids=samples,
                     id_count=len(twice) if len(groups) == 1 else len(samples),
                 )
             )
@@ -98,8 +104,8 @@ class SampleExactlyOnce(Rule):
                 f"{len(skipped)} samples {ctx.describe_samples(shown)} below the highest "
                 f"committed index ({top - 1}) were never trained, although the run declares a "
                 "deterministic data order",
+                kind="skipped_sample",
                 sample_indices=shown.tolist(),
-                ids=shown.tolist(),
                 id_count=len(skipped),
             )
         ]
@@ -143,9 +149,9 @@ class SampleExactlyOnce(Rule):
                     f"samples than abandoned incarnation {inc} trained{note}: only in the "
                     f"replay {ctx.describe_samples(only_new)}, only in the abandoned run "
                     f"{ctx.describe_samples(only_old)}",
+                    kind="replay_differs",
                     location=Location(step, c.attempt, c.incarnation),
                     sample_indices=[*only_new.tolist(), *only_old.tolist()],
-                    ids=[*only_new.tolist(), *only_old.tolist()],
                     severity=severity,
                 )
             )

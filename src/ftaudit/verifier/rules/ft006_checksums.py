@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
@@ -108,6 +108,11 @@ class Checksums(Rule):
 
     code = "FT006"
     name = "checksums"
+    kinds: ClassVar[dict[str, str]] = {
+        "replica_mismatch": "the same rank of two cells holds different state at one point",
+        "restore_mismatch": "a rank loaded other state than its checkpoint recorded at save",
+        "heal_mismatch": "a healed rank does not hold what its source rank held",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         ctx.session.query(EVENTS, label="FT006 events")
@@ -136,6 +141,7 @@ class Checksums(Rule):
                     f"rank {r['rank']} of{role} cell {r['cell']} does not match rank {r['rank']} "
                     f"of cell {r['ref_cell']} at {at} ({r['when']}): {detail}; the replicas "
                     "diverged",
+                    kind="replica_mismatch",
                     location=_where(r),
                 )
             )
@@ -154,6 +160,7 @@ class Checksums(Rule):
                     f"loaded checkpoint {r['ckpt_iteration']} (saved by incarnation "
                     f"{r['ckpt_incarnation']}) but its state differs from what was saved: "
                     f"{detail}",
+                    kind="restore_mismatch",
                     location=_where(r),
                 )
             )
@@ -172,6 +179,7 @@ class Checksums(Rule):
                 self.violation(
                     f"cell {r['cell']} rank {r['rank']} was healed from cell {r['source_cell']} "
                     f"at step {r['step']} but does not hold what the source held: {detail}",
+                    kind="heal_mismatch",
                     location=_where(r),
                 )
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location
 from ftaudit.verifier.rules.base import Outcome, Rule
@@ -65,6 +67,9 @@ class EngineChecksums(Rule):
 
     code = "FT007"
     name = "engine-checksums"
+    kinds: ClassVar[dict[str, str]] = {
+        "engine_mismatch": "an inference engine holds other weights than its peers after a sync",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         checked = ctx.rows(SYNCS, label="FT007 syncs")[0]["n"]
@@ -89,6 +94,7 @@ class EngineChecksums(Rule):
                     f"engine {r['engine']} differs from engine {r['ref_engine']} after {sync}: "
                     + "; ".join(parts)
                     + "; it generates rollouts from other weights",
+                    kind="engine_mismatch",
                     location=Location(
                         r["step"], r["attempt"], r["incarnation"], segment=r["segment"]
                     ),
