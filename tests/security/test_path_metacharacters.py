@@ -73,7 +73,13 @@ def clean_copy(tmp_path_factory: pytest.TempPathFactory, bad_run: Path) -> Path:
     return healed
 
 
-@pytest.mark.parametrize("case", sorted(NAMES))
+FAST = {"brackets", "double-star"}
+"""The fast suite tries these two; the slow suite every name."""
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=() if c in FAST else pytest.mark.slow) for c in sorted(NAMES)]
+)
 def test_a_run_name_is_never_a_glob(
     ftaudit: Invoke, bad_run: Path, clean_copy: Path, tmp_path: Path, case: str
 ) -> None:

@@ -40,21 +40,57 @@ class RowFormat(StrEnum):
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 
-def run_query(con: duckdb.DuckDBPyConnection, query: str) -> Rows:
+DEFAULT_TIMEOUT_S = 60.0
+"""``--timeout``: a query still running after this long is stopped (exit 3)."""
+
+DEFAULT_MAX_ROWS = 100_000
+"""``--max-rows``: a result longer than this is not printed (exit 3); 0 lifts the cap."""
+
+
+def run_query(
+    con: duckdb.DuckDBPyConnection,
+    query: str,
+    *,
+    timeout_s: float | None = None,
+    max_rows: int = 0,
+) -> Rows:
     """Column names and rows of ``query`` (of its last statement, if several).
 
-    Raises :class:`ftaudit.errors.QueryError` with DuckDB's message, e.g. the sandbox's
-    "file system operations are disabled by configuration".
+    A query still running after ``timeout_s`` is interrupted; a result of more than
+    ``max_rows`` rows (when positive) is refused before it is fetched whole. Raises
+    :class:`ftaudit.errors.QueryError` with a one-line reason, e.g. DuckDB's message for
+    the sandbox's "file system operations are disabled by configuration".
     """
+    import threading
+
     import duckdb
 
     from ftaudit.errors import QueryError
 
+    timer = threading.Timer(timeout_s, con.interrupt) if timeout_s else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
     try:
         cursor = con.execute(query)
-        return [d[0] for d in cursor.description or ()], cursor.fetchall()
+        columns = [d[0] for d in cursor.description or ()]
+        rows = cursor.fetchmany(max_rows + 1) if max_rows > 0 else cursor.fetchall()
     except duckdb.Error as exc:
+        if timer is not None and timer.finished.is_set():
+            raise QueryError(
+                f"query stopped after {timeout_s:g} s (--timeout {timeout_s:g}); narrow it, "
+                "or allow it longer with --timeout"
+            ) from None
         raise QueryError(f"query failed: {exc}") from None
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if max_rows > 0 and len(rows) > max_rows:
+        raise QueryError(
+            f"query returned more than {max_rows:,} rows (--max-rows {max_rows}); add a LIMIT, "
+            "aggregate, or raise --max-rows (0: no cap)"
+        )
+    return columns, rows
 
 
 def sql(
@@ -71,11 +107,30 @@ def sql(
     fmt: Annotated[
         RowFormat, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
     ] = RowFormat.TABLE,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            min=0,
+            help="Stop a query still running after this long (exit 3); 0: no limit.",
+        ),
+    ] = DEFAULT_TIMEOUT_S,
+    max_rows: Annotated[
+        int,
+        typer.Option(
+            "--max-rows",
+            metavar="N",
+            min=0,
+            help="Refuse a result of more than N rows (exit 3) instead of printing it; 0: no cap.",
+        ),
+    ] = DEFAULT_MAX_ROWS,
 ) -> None:
     """Query a run's events with SQL (read-only: no file access beyond the run).
 
     Without QUERY, list the views and their columns. Exit codes: 0 answered,
-    2 unusable run directory, 3 query rejected.
+    2 unusable run directory, 3 query rejected, stopped by --timeout or longer than
+    --max-rows, 130 interrupted (Ctrl-C).
     """
     import ftaudit
 
@@ -83,7 +138,12 @@ def sql(
     with con:
         listing = query is None or not query.strip()
         columns, rows = guarded(
-            lambda: run_query(con, VIEWS_QUERY if listing else str(query)),
+            lambda: run_query(
+                con,
+                VIEWS_QUERY if listing else str(query),
+                timeout_s=timeout or None,
+                max_rows=max_rows,
+            ),
             ftaudit_code=exit_codes.QUERY_FAILED,
         )
     emit(_format(columns, rows, fmt, group_first=listing), None)
@@ -111,4 +171,4 @@ def _format(
     )
 
 
-__all__ = ["VIEWS_QUERY", "RowFormat", "run_query", "sql"]
+__all__ = ["DEFAULT_MAX_ROWS", "DEFAULT_TIMEOUT_S", "VIEWS_QUERY", "RowFormat", "run_query", "sql"]

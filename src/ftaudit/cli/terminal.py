@@ -45,6 +45,12 @@ def say(message: str) -> None:
 
 def abort(message: str, code: int) -> NoReturn:
     """Print ``error: MESSAGE`` as one line on stderr and exit with ``code``."""
+    from ftaudit.cli.interrupts import STATE
+
+    if code == exit_codes.INTERRUPTED:
+        if STATE.reported:
+            raise typer.Exit(code)
+        STATE.reported = True
     say(f"error: {one_line(message)}")
     raise typer.Exit(code)
 
@@ -54,21 +60,27 @@ def guarded(action: Callable[[], T], *, ftaudit_code: int = exit_codes.UNUSABLE)
 
     Anything else is a bug in ftaudit: it is reported as one line with exit code 2
     (``FTAUDIT_DEBUG=1`` shows the traceback). ``typer.Exit`` passes through untouched.
+    After Ctrl-C, whatever the interrupted work raised (DuckDB's interruption, a
+    ``KeyboardInterrupt``) is reported as ``interrupted``, exit 130.
     """
+    from ftaudit.cli.interrupts import interrupted
     from ftaudit.errors import FtauditError
 
     try:
         return action()
     except typer.Exit:
         raise
-    except FtauditError as exc:
-        message, code = str(exc), ftaudit_code
     except KeyboardInterrupt:
         message, code = "interrupted", exit_codes.INTERRUPTED
     except Exception as exc:
-        if os.environ.get(DEBUG_ENV):
+        if interrupted():
+            message, code = "interrupted", exit_codes.INTERRUPTED
+        elif isinstance(exc, FtauditError):
+            message, code = str(exc), ftaudit_code
+        elif os.environ.get(DEBUG_ENV):
             raise
-        message, code = internal_error(exc), exit_codes.UNUSABLE
+        else:
+            message, code = internal_error(exc), exit_codes.UNUSABLE
     abort(message, code)
 
 
@@ -86,13 +98,27 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
     pass through; any other exception escaping a command (an import error in a broken
     install, a bug) becomes one line on stderr and exit code 2, never a traceback.
     """
-    try:
-        app(prog_name=prog_name)
-    except Exception as exc:
-        if os.environ.get(DEBUG_ENV):
-            raise
-        say(f"error: {one_line(internal_error(exc))}")
-        sys.exit(exit_codes.UNUSABLE)
+    from ftaudit.cli.interrupts import STATE, ctrl_c_stops_duckdb, interrupted
+
+    with ctrl_c_stops_duckdb():
+        try:
+            app(prog_name=prog_name)
+        except SystemExit:
+            if not interrupted():
+                raise
+        except KeyboardInterrupt:
+            pass
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            if not interrupted():
+                say(f"error: {one_line(internal_error(exc))}")
+                sys.exit(exit_codes.UNUSABLE)
+    # Ctrl-C, wherever it landed (typer turns a KeyboardInterrupt into a silent exit 130)
+    if not STATE.reported:
+        STATE.reported = True
+        say("error: interrupted")
+    sys.exit(exit_codes.INTERRUPTED)
 
 
 def color_enabled(stream: IO[str]) -> bool:

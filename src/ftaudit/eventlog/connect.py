@@ -7,6 +7,7 @@ import os
 import duckdb
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.reader import scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.views import create_views, lock_down
@@ -27,7 +28,7 @@ def connect(
     Raises :class:`ftaudit.errors.UnusableInputError` naming the first bad file.
     """
     scan = scan_run(run_dir)
-    con = duckdb.connect(":memory:")
+    con = open_memory()
     try:
         create_views(con, scan, registry)
     except BaseException as exc:

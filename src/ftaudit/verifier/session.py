@@ -24,6 +24,7 @@ from ftaudit.errors import (
     UnknownEventTypeError,
     UnusableInputError,
 )
+from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
@@ -75,7 +76,7 @@ class Session:
         """
         scan = scan if scan is not None else scan_run(run_dir)
         check_types(scan, registry)
-        con = duckdb.connect(":memory:")
+        con = open_memory()
         try:
             create_views(con, scan, registry)
             if head_only:
