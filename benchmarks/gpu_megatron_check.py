@@ -15,7 +15,8 @@ GPU; with 2 or more GPUs it also checks a witness straddling a DistributedOptimi
 Checks (PASS/FAIL each; exit status 1 if any fails), bf16 GPTModel (local layer spec),
 Float16Module, megatron DDP and get_megatron_optimizer (DistributedOptimizer inside a
 ChainedOptimizer):
-  forward bitwise equal with and without witness ids (deterministic algorithms);
+  forward bitwise equal without and with witness ids, same model and grad mode, with the
+  witness proven engaged (its gradient reaches the ids' rows), at zero and nonzero rows;
   every other gradient bitwise equal with and without witness ids;
   after one step exactly the trained rows are nonzero, on every rank, read from the fp32
   main params; with DP >= 2 some witness is split between ranks and rows on both sides
@@ -66,6 +67,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--buffer", type=int, default=1 << 20, help="B, witness rows")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--cpu-compat", action="store_true", help="CPU smoke test (see above)")
+    p.add_argument("--json", help="rank 0 also writes the results as JSON to this file")
     return p.parse_args()
 
 
@@ -180,16 +182,47 @@ def nonzero(t: torch.Tensor, offset: int = 0) -> list[int]:
     return [offset + int(i) for i in torch.nonzero(flat).reshape(-1).cpu()]
 
 
+def engaged(m: dict[str, Any], ids: torch.Tensor, world: int) -> bool:
+    """The last backward reached the rows of this rank's ids in every witness's gradient.
+
+    With one rank the rows are exactly the ids; with more, the gradient buffer after the
+    reduce-scatter also holds other ranks' rows in this rank's shard.
+    """
+    own = set(ids.reshape(-1).tolist())
+    for witness in m["witnesses"].instances().values():
+        grad = getattr(witness.weight, "main_grad", None)
+        rows = set(nonzero(grad)) if grad is not None else set()
+        if not (rows == own if world == 1 else own <= rows):
+            return False
+    return True
+
+
+def forward_unchanged(
+    m: dict[str, Any], args: argparse.Namespace, ids: torch.Tensor, seed: int, world: int
+) -> tuple[bool, str]:
+    """Forward bitwise equal without and with ``ids`` (same model, same grad mode), and the
+    witness engaged in the second: a check that could not see the witness fails."""
+    torch.use_deterministic_algorithms(True)
+    try:
+        plain = forward_backward(m, args, None, seed=seed)
+        witnessed = forward_backward(m, args, ids, seed=seed)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    hooked = engaged(m, ids, world)
+    return torch.equal(plain, witnessed) and hooked, "" if hooked else "witness not engaged"
+
+
 def checks(args: argparse.Namespace, rank: int, world: int) -> None:
     m = build(args)
     clearer = m["clearer"]
     b = args.buffer
-    torch.use_deterministic_algorithms(True)
     ids = sample_ids([(rank * args.batch + i) * 7 % b for i in range(args.batch)], args.seq)
-    plain = forward_backward(m, args, None, seed=rank)
+    ok, detail = forward_unchanged(m, args, ids, seed=rank, world=world)
+    check("forward bitwise equal with witness ids (zero rows)", ok, detail)
+    torch.use_deterministic_algorithms(True)
+    forward_backward(m, args, None, seed=rank)
     plain_grads = grads(m)
-    witnessed = forward_backward(m, args, ids, seed=rank)
-    check("forward bitwise equal with witness ids", torch.equal(plain, witnessed))
+    forward_backward(m, args, ids, seed=rank)
     same = [n for n, g in grads(m).items() if not torch.equal(g, plain_grads[n])]
     check("other gradients bitwise equal with witness ids", not same, f"differ: {same[:3]}")
     torch.use_deterministic_algorithms(False)
@@ -218,6 +251,8 @@ def checks(args: argparse.Namespace, rank: int, world: int) -> None:
         ok and all(v == trained for v in snap.values()),
         f"trained {trained}, got {snap}",
     )
+    ok, detail = forward_unchanged(m, args, ids, seed=5 + rank, world=world)
+    check("forward bitwise equal with witness ids (nonzero rows)", ok, detail)
     stale = trained[:2]
     clearer.zero(stale)
     left = []
@@ -284,21 +319,19 @@ def main() -> None:
 
     if rank == 0:
         device = "cpu (compat layer)" if args.cpu_compat else torch.cuda.get_device_name()
-        print(
-            json.dumps(
-                {
-                    "checks": {n: ok for n, ok, _ in RESULTS},
-                    "timing": figures,
-                    "config": {k: v for k, v in vars(args).items()},
-                    "world_size": world,
-                    "device": device,
-                    "torch": torch.__version__,
-                    "megatron_core": megatron.core.__version__,
-                    "python": platform.python_version(),
-                }
-            ),
-            flush=True,
-        )
+        report = {
+            "checks": {n: ok for n, ok, _ in RESULTS},
+            "timing": figures,
+            "config": {k: v for k, v in vars(args).items()},
+            "world_size": world,
+            "device": device,
+            "torch": torch.__version__,
+            "megatron_core": megatron.core.__version__,
+            "python": platform.python_version(),
+        }
+        print(json.dumps(report), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2))
     failed = any(not ok for _, ok, _ in RESULTS)
     dist.destroy_process_group()
     sys.exit(1 if failed else 0)

@@ -7,7 +7,8 @@ checks on the CPU with a smaller model. Never part of CI.
     python benchmarks/gpu_witness_check.py --device cpu --layers 2 --hidden 128 --seq 64
 
 Checks (each prints PASS/FAIL; the exit status is 1 if any fails):
-  forward bitwise equal with and without the witness (also once rows are nonzero);
+  forward bitwise equal with and without the witness, on the same model in the same grad
+  mode, with the witness proven engaged (also once rows are nonzero);
   every other gradient bitwise equal, under torch.use_deterministic_algorithms(True);
   after one Adam step exactly the trained rows are nonzero, a zero-gradient sample stays
   zero; stale clearing zeroes parameter and moments.
@@ -35,6 +36,7 @@ from torch import nn
 
 from ftaudit.trainer_hooks.torch import (
     WitnessClearer,
+    WitnessSet,
     install_witnesses,
     nonzero_rows,
     sample_token_ids,
@@ -115,6 +117,28 @@ class Checks:
         print(f"  {'PASS' if ok else 'FAIL'}  {name}{detail}", flush=True)
 
 
+def forward_unchanged(
+    model: nn.Module, witnesses: WitnessSet, tokens: torch.Tensor, ids: torch.Tensor
+) -> bool:
+    """The witnesses of ``model`` leave its forward bitwise unchanged, and they are engaged.
+
+    Both forwards run on the same model in the same grad mode (enabled: the training path;
+    under ``no_grad`` witnesses are not applied at all), the reference outside the ids
+    context, so the only difference is the witness. The check also proves the witness was
+    applied: a backward from the witnessed output reaches exactly the rows of ``ids``. A
+    check that compared a model with itself, or ran the witness of another model, fails.
+    """
+    with torch.enable_grad():
+        reference = model(tokens).detach()
+        with witnesses.tokens(ids):
+            got = model(tokens)
+    weights = [w.weight for w in witnesses.instances().values()]
+    grads = torch.autograd.grad(got.float().sum(), weights, allow_unused=True)
+    expected = sorted(set(ids.reshape(-1).tolist()))
+    engaged = all(g is not None and nonzero_rows(g).to_list() == expected for g in grads)
+    return engaged and same_bits(got.detach(), reference)
+
+
 def build(args: argparse.Namespace, device: torch.device, dtype: torch.dtype, seed: int = 0):
     torch.manual_seed(seed)
     return Transformer(args.layers, args.hidden, args.heads, args.vocab).to(device, dtype)
@@ -131,14 +155,10 @@ def run_checks(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
     witnessed = copy.deepcopy(plain)
     witnesses = install_witnesses(witnessed, B, layers="layers", dtype=dtype)
 
-    def forward_equal() -> bool:
-        with torch.no_grad():
-            reference = plain(tokens)
-        with torch.enable_grad(), witnesses.tokens(ids):
-            got = witnessed(tokens)
-        return same_bits(got, reference)
-
-    checks.run("forward bitwise equal (zero rows)", forward_equal)
+    checks.run(
+        "forward bitwise equal (zero rows)",
+        lambda: forward_unchanged(witnessed, witnesses, tokens, ids),
+    )
 
     def gradients_equal() -> bool:
         torch.use_deterministic_algorithms(True)
@@ -172,13 +192,10 @@ def run_checks(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
         ),
     )
 
-    def nonzero_rows_keep_forward() -> bool:
-        with torch.no_grad():
-            reference = model(tokens)
-        with witnesses.tokens(ids):
-            return same_bits(model(tokens).detach(), reference)
-
-    checks.run("forward bitwise equal (nonzero rows)", nonzero_rows_keep_forward)
+    checks.run(
+        "forward bitwise equal (nonzero rows)",
+        lambda: forward_unchanged(model, model_witnesses, tokens, ids),
+    )
 
     def clearing() -> bool:
         clearer = WitnessClearer(model_witnesses, optimizer)
@@ -251,7 +268,7 @@ def run_timing(args: argparse.Namespace, device: torch.device, dtype: torch.dtyp
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", choices=list(DTYPES), default="bf16")
@@ -267,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--json", help="also write the results as JSON to this file")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
 
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
     if device.type == "cuda" and not torch.cuda.is_available():
