@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import typer
 
-from ftaudit.cli import compare_cmd, demo_cmd, report_cmd, show_cmd, sql_cmd, synth_cmd, verify_cmd
+from ftaudit.cli import (
+    compare_cmd,
+    demo_cmd,
+    export_cmd,
+    report_cmd,
+    show_cmd,
+    sql_cmd,
+    synth_cmd,
+    verify_cmd,
+)
 from ftaudit.cli.terminal import run_app
 
 app = typer.Typer(
@@ -28,6 +37,7 @@ app.command("show")(show_cmd.show)
 app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("synth")(synth_cmd.synth)
+app.command("export")(export_cmd.export)
 
 
 def main() -> None:

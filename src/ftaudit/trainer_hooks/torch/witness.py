@@ -138,7 +138,8 @@ class WitnessEmbedding(nn.Embedding):
         """``hidden`` unchanged in value; its backward marks the rows of ``ids``.
 
         ``ids`` holds one witness id per token, shaped [batch, seq] (or [tokens] for
-        packed 2-D hidden states); with ``layout="sbh"`` it is transposed to match.
+        packed 2-D hidden states); with ``layout="sbh"`` it is transposed to match. One
+        id per sample ([batch], with 3-D hidden states) is given to each of its tokens.
         With ``region`` (sequence parallelism) ``ids`` cover the whole sequence and the
         hidden states only this rank's part; see :data:`TokenRegion`.
         """
@@ -158,6 +159,15 @@ class WitnessEmbedding(nn.Embedding):
 
 
 def _align_ids(hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> torch.Tensor:
+    if ids.dim() == 1 and hidden.dim() == 3:
+        # one id per sample: every token of the sample carries it (a framework callback
+        # knows the samples of a batch, not the sequence length of each forward)
+        batch_dim = 1 if layout == "sbh" else 0
+        if ids.shape[0] == hidden.shape[batch_dim]:
+            shape = [1, 1]
+            shape[batch_dim] = -1
+            ids = ids.reshape(shape).expand(*hidden.shape[:-1])
+            return ids.long()
     if layout == "sbh" and ids.dim() == 2:
         ids = ids.transpose(0, 1)
     if tuple(ids.shape) != tuple(hidden.shape[:-1]):

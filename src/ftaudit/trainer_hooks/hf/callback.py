@@ -1,0 +1,239 @@
+"""``FtauditCallback`` for the Hugging Face ``transformers.Trainer``.
+
+Written against transformers 5.24.0 (``transformers/trainer.py``, ``_run_epoch`` and
+``_save_checkpoint``; ``transformers/trainer_callback.py``). What the Trainer does, and
+where the callback hooks in:
+
+- ``Trainer.__init__`` ends with ``on_init_end(model=...)``, before any optimizer exists:
+  the witnesses are installed there, so the optimizer and DDP see their rows.
+- each micro-batch's forward: a forward pre-hook on the model takes the batch's
+  ``ftaudit_sample_index`` (the dataset indices :class:`IndexedDataset` added) out of the
+  inputs, and allocates the witness ids of those samples (rank 0 for every rank), tagged
+  with the optimizer step the micro-batch belongs to (``state.global_step``). Gradient
+  accumulation thus allocates once per micro-batch, all within one step.
+- ``on_optimizer_step`` (right after ``optimizer.step()``): snapshot, then clear stale rows.
+- ``on_step_end``: every rank reports; rank 0 commits the step.
+- ``on_save`` (after ``_save_checkpoint`` wrote the checkpoint): ``at_save`` checksums of
+  model, optimizer, scheduler, RNG and data position; rank 0 marks the checkpoint
+  complete once every rank did.
+- a resume (``train(resume_from_checkpoint=...)``) is a new incarnation, opened at
+  ``on_train_begin``; its ``after_load`` checksums are logged at the first
+  ``on_step_begin``, after the Trainer restored the RNG states (``_load_rng_state``).
+- ``on_log``: rank 0's logged values become ftaudit metrics of the step.
+
+Steps: the Trainer's ``global_step`` counts finished optimizer steps; the ftaudit step of
+an optimizer step is ``global_step`` before it, so ``checkpoint-G`` is ftaudit checkpoint
+iteration ``G - 1`` and its resume starts at step ``G``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from ftaudit.eventlog.writer import WriterOptions
+from ftaudit.trainer_hooks.torch.extra_state import prefixed_hashes, rng_hashes
+from ftaudit.trainer_hooks.torch.indexed_data import (
+    SAMPLE_INDEX_KEY,
+    batch_items,
+    missing_index_error,
+    stream_indices,
+)
+from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, install_for_framework
+
+
+class FtauditCallback(TrainerCallback):
+    """Records a ``transformers.Trainer`` run for ``ft-verify``.
+
+    ``Trainer(..., train_dataset=IndexedDataset(ds), callbacks=[FtauditCallback(run_dir,
+    buffer_size=B)])``. ``B`` must admit one step's samples on all ranks:
+    ``B >= min_buffer_size(per_device_batch * grad_accum * world_size)``.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        buffer_size: int,
+        layers: str | Sequence[str] | None = None,
+        dataset_size: int | None = None,
+        deterministic_order: bool | None = None,
+        options: WriterOptions | None = None,
+    ) -> None:
+        """``layers``: the layer stack's path (default: the largest ``ModuleList``).
+        ``dataset_size``: N for the sample indices (default: the train dataset's length).
+        ``deterministic_order``: declare whether the data order is fixed (FT005 then
+        checks that no sample below the highest trained one was skipped)."""
+        self.run_dir = run_dir
+        self.buffer_size = buffer_size
+        self.layers = layers
+        self.dataset_size = dataset_size
+        self.deterministic_order = deterministic_order
+        self.options = options
+        self.recorder: StepRecorder | None = None
+        self._state: TrainerState | None = None
+        self._epoch = 0
+        self._size = 0
+        self._ids = ExitStack()
+        self._hook: Any = None
+        self._extra: dict[str, Any] = {}
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def on_init_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if model is None:
+            raise ValueError("FtauditCallback needs the Trainer's model at init")
+        if args.remove_unused_columns:
+            # the Trainer's RemoveColumnsCollator keeps only the model's forward arguments,
+            # so it would drop every batch's sample indices
+            raise ValueError(
+                f"FtauditCallback needs TrainingArguments(remove_unused_columns=False): the "
+                f"Trainer would drop {SAMPLE_INDEX_KEY!r} from the batches (remove unused "
+                "columns from the dataset yourself)"
+            )
+        witnesses = install_for_framework(model, self.buffer_size, self.layers)
+        self.recorder = StepRecorder(
+            self.run_dir,
+            buffer_size=self.buffer_size,
+            witnesses=witnesses,
+            deterministic_order=self.deterministic_order,
+            config={"framework": "transformers", "output_dir": args.output_dir},
+            options=self.options,
+        )
+        self._hook = model.register_forward_pre_hook(self._pre_forward, with_kwargs=True)
+
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr_scheduler: Any = None,
+        train_dataloader: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        recorder = self._require()
+        if model is None or optimizer is None:
+            raise ValueError("FtauditCallback needs the Trainer's model and optimizer")
+        self._state = state
+        self._size = self.dataset_size or len(train_dataloader.dataset)
+        recorder.dataset_size = self._size
+        recorder.config.update(
+            seed=args.seed,
+            per_device_train_batch_size=args.per_device_train_batch_size,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+        )
+        self._extra = {"args": args, "scheduler": lr_scheduler}
+        recorder.start(
+            model,
+            optimizer,
+            resume_iteration=state.global_step - 1 if state.global_step > 0 else None,
+            extra_hashes=self._extra_hashes,
+        )
+
+    def _extra_hashes(self) -> dict[str, str]:
+        """Scheduler, RNG and data position: what a resume restores besides the weights."""
+        args, scheduler, state = self._extra["args"], self._extra["scheduler"], self._state
+        assert state is not None
+        hashes = rng_hashes()
+        if scheduler is not None:
+            hashes.update(prefixed_hashes("sched", scheduler.state_dict()))
+        # the Trainer derives its data position from these (skip global_step's batches of
+        # the epoch, shuffled by the seed): a resume must restore them
+        data = {"global_step": state.global_step, "epoch": state.epoch, "seed": args.seed}
+        data["data_seed"] = args.data_seed
+        hashes.update(prefixed_hashes("data", data))
+        return hashes
+
+    # -- per step ------------------------------------------------------------------------
+
+    def on_epoch_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        self._state = state
+        self._epoch = math.floor(state.epoch or 0)
+
+    def on_step_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        self._state = state
+        self._require().after_load(state.global_step)
+
+    def _pre_forward(
+        self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        items = batch_items(kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k != SAMPLE_INDEX_KEY}
+        if not (module.training and torch.is_grad_enabled()):
+            return args, kwargs  # evaluation: nothing to witness
+        if items is None:
+            raise missing_index_error("FtauditCallback")
+        recorder, state = self._require(), self._state
+        assert state is not None
+        samples = stream_indices(items, self._epoch, self._size)
+        ids = recorder.allocate(state.global_step, samples)
+        self._ids.close()  # the previous micro-batch's ids
+        self._ids.enter_context(recorder.batch(ids))
+        return args, kwargs
+
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        self._require().after_optimizer_step(state.global_step)
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        self._ids.close()
+        self._require().end_step(state.global_step - 1)
+
+    # -- checkpoints, metrics, end -------------------------------------------------------
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        recorder = self._require()
+        iteration = state.global_step - 1
+        path = os.path.join(args.output_dir, f"checkpoint-{state.global_step}")
+        recorder.log_save(iteration, path)
+        recorder.checkpoint_durable(iteration, path)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
+        if logs and state.global_step > 0 and self.recorder is not None:
+            self.recorder.log_metrics(state.global_step - 1, logs)
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        self._ids.close()
+        self._require().finish()
+
+    def _require(self) -> StepRecorder:
+        if self.recorder is None:
+            raise RuntimeError(
+                "FtauditCallback was not initialised: pass it in Trainer(callbacks=[...]) so "
+                "it installs the witnesses before the optimizer is built"
+            )
+        return self.recorder

@@ -1,0 +1,88 @@
+"""Hashes of the state outside the weights that a resume must restore: RNG, scheduler, data.
+
+A resumed run trains the same samples the same way only if, besides the model and the
+optimizer, the learning-rate scheduler, the random number generators and the data
+position come back as they were saved. Each is hashed here into the same
+``name -> hash`` map as the tensors (``rng/torch``, ``sched/last_epoch``,
+``data/global_step``), so rule FT006 compares them at save and at load like any tensor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from ftaudit.trainer_hooks.torch.checksums import HASH_BYTES, tensor_hash
+
+
+def object_hash(value: Any) -> str:
+    """A hash of a nested state value: dicts, sequences, tensors, arrays and scalars.
+
+    Dict keys are visited in sorted order and arrays by their exact bytes, so equal
+    states hash equal whatever their construction order, and no ``repr`` truncation
+    hides a difference in a large array.
+    """
+    h = hashlib.blake2b(digest_size=HASH_BYTES)
+    _feed(h, value)
+    return h.hexdigest()
+
+
+def _feed(h: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        h.update(b"T" + tensor_hash(value).encode())
+    elif isinstance(value, np.ndarray):
+        h.update(f"A{value.dtype}|{value.shape}|".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, Mapping):
+        h.update(b"{")
+        for key in sorted(value, key=repr):
+            h.update(repr(key).encode() + b":")
+            _feed(h, value[key])
+        h.update(b"}")
+    elif isinstance(value, list | tuple):
+        h.update(b"[")
+        for item in value:
+            _feed(h, item)
+            h.update(b",")
+        h.update(b"]")
+    else:  # scalars, strings, None: repr is exact for these
+        h.update(f"{type(value).__name__}:{value!r}".encode())
+
+
+def rng_states() -> dict[str, Any]:
+    """This process's random number generator states (python, numpy, torch, each CUDA device)."""
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.random.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, state in enumerate(torch.cuda.get_rng_state_all()):
+            states[f"cuda{i}"] = state
+    return states
+
+
+def set_rng_states(states: Mapping[str, Any]) -> None:
+    """Restore what :func:`rng_states` returned (devices absent now are skipped)."""
+    random.setstate(states["python"])
+    np.random.set_state(states["numpy"])
+    torch.random.set_rng_state(states["torch"])
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            if f"cuda{i}" in states:
+                torch.cuda.set_rng_state(states[f"cuda{i}"], i)
+
+
+def prefixed_hashes(prefix: str, state: Mapping[str, Any]) -> dict[str, str]:
+    """One hash per top-level entry of ``state``, named ``<prefix>/<key>``."""
+    return {f"{prefix}/{key}": object_hash(value) for key, value in state.items()}
+
+
+def rng_hashes(states: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``rng/<generator>`` hashes of ``states`` (default: the current ones)."""
+    return prefixed_hashes("rng", rng_states() if states is None else states)

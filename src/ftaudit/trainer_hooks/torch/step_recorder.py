@@ -1,0 +1,331 @@
+"""One process of a data-parallel job, recorded through a training framework's step hooks.
+
+The framework callbacks (:mod:`ftaudit.trainer_hooks.hf`, :mod:`ftaudit.trainer_hooks.lightning`)
+translate their framework's hooks into the few calls of :class:`StepRecorder`. The job is
+one cell; its ranks are the ``torch.distributed`` ranks (one process without it). Global
+rank 0 is also the driver: it starts each incarnation, allocates the witness ids of every
+rank's samples, and logs the step ends and the complete checkpoints. The ranks talk over
+their own gloo group, so the collectives here never touch the job's (NCCL) gradients.
+
+Frameworks have no retries: every step has the single attempt 0, and a restart from a
+checkpoint is a new incarnation.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ftaudit.eventlog.context import step_context
+from ftaudit.eventlog.events import (
+    CheckpointRef,
+    ChecksumWhen,
+    RunStatus,
+    TrainerWeightChecksum,
+)
+from ftaudit.eventlog.writer import WriterOptions
+from ftaudit.trainer_hooks.allocator import WitnessInfo
+from ftaudit.trainer_hooks.driver import DriverSession, ranks
+from ftaudit.trainer_hooks.torch.checksums import state_hashes
+from ftaudit.trainer_hooks.torch.witness import (
+    WITNESS_MODULE,
+    WitnessSet,
+    find_witnesses,
+    install_witnesses,
+)
+from ftaudit.trainer_hooks.torch.worker import TrainerHooks
+
+ATTEMPT = 0
+"""Frameworks do not retry a step: each step has one attempt."""
+
+
+def inner_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The torch optimizer inside a framework's wrapper (accelerate's, Lightning's)."""
+    while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer):
+        optimizer = optimizer.optimizer
+    return optimizer
+
+
+class StepRecorder:
+    """The ftaudit side of one process of a framework-driven DDP job.
+
+    Call order: :meth:`start` once the model and optimizer exist (and, on a resume, are
+    loaded); per optimizer step :meth:`allocate` for each micro-batch (before its
+    forward, inside :meth:`batch`), :meth:`after_optimizer_step`, :meth:`end_step`;
+    :meth:`checkpoint_saved` once a checkpoint is durable; :meth:`finish`. Every call
+    marked *collective* must be made by every rank in the same order.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        buffer_size: int,
+        witnesses: WitnessSet,
+        cell: int = 0,
+        dataset_size: int | None = None,
+        deterministic_order: bool | None = None,
+        config: Mapping[str, object] | None = None,
+        options: WriterOptions | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.buffer_size = buffer_size
+        self.witnesses = witnesses
+        self.cell = cell
+        self.dataset_size = dataset_size
+        self.deterministic_order = deterministic_order
+        self.config = dict(config or {})
+        self.options = options
+        self.driver: DriverSession | None = None
+        self.hooks: TrainerHooks | None = None
+        self.resume_stale_ids: list[int] = []
+        self.resume_from: CheckpointRef | None = None
+        self._group: Any = None
+        self._last: WitnessInfo | None = None
+        self._pending_load = False
+
+    # -- processes -----------------------------------------------------------------------
+
+    @property
+    def distributed(self) -> bool:
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+    @property
+    def rank(self) -> int:
+        return dist.get_rank() if self.distributed else 0
+
+    @property
+    def world_size(self) -> int:
+        return dist.get_world_size() if self.distributed else 1
+
+    @property
+    def is_driver(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def started(self) -> bool:
+        return self.hooks is not None
+
+    def _broadcast(self, value: Any) -> Any:
+        if not self.distributed:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0, group=self._group)
+        return box[0]
+
+    def _gather(self, value: Any) -> list[Any]:
+        if not self.distributed:
+            return [value]
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, value, group=self._group)
+        return out
+
+    # -- incarnation ---------------------------------------------------------------------
+
+    def start(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        resume_iteration: int | None,
+        extra_hashes: Callable[[], dict[str, str]],
+    ) -> None:
+        """*Collective.* Open this incarnation (rank 0) and attach every rank to it.
+
+        ``resume_iteration`` is the ftaudit step of the checkpoint the framework loaded
+        (None for a fresh start). ``extra_hashes`` gives the hashes of the state outside
+        model and optimizer (RNG, scheduler, data position) at save and at load.
+        """
+        if self.distributed and self._group is None:
+            self._group = dist.new_group(backend="gloo")
+        header: tuple[int, list[int], CheckpointRef | None] | None = None
+        if self.is_driver:
+            self.driver = DriverSession.start(
+                self.run_dir,
+                buffer_size=self.buffer_size,
+                resume_from=resume_iteration,
+                config=self.config,
+                dataset_size=self.dataset_size,
+                deterministic_order=self.deterministic_order,
+                options=self.options,
+            )
+            header = (
+                self.driver.incarnation,
+                list(self.driver.resume_stale_ids),
+                self.driver.resume_from,
+            )
+        incarnation, self.resume_stale_ids, self.resume_from = self._broadcast(header)
+        opt = inner_optimizer(optimizer)
+        self.hooks = TrainerHooks.attach(
+            self.run_dir,
+            incarnation,
+            cell=self.cell,
+            rank=self.rank,
+            model=model,
+            optimizer=opt,
+            witnesses=self.witnesses,
+            options=self.options,
+            hasher=lambda: {**state_hashes(model, opt), **extra_hashes()},
+        )
+        self._pending_load = self.resume_from is not None
+
+    @property
+    def incarnation(self) -> int:
+        return self._require().run.incarnation
+
+    def after_load(self, step: int, extra: Mapping[str, str] | None = None) -> None:
+        """After a resume, before the first step: log what was loaded, then clear the ring.
+
+        The ``after_load`` checksums must equal the ``at_save`` ones of the checkpoint
+        (FT006); ``extra`` overrides hashes captured at the moment of loading (state the
+        framework consumes before the first step, such as the RNG). Then the resume stale
+        slots are zeroed (SPEC §2). A no-op except once after a resume.
+        """
+        if not self._pending_load:
+            return
+        hooks = self._require()
+        self._pending_load = False
+        with step_context(step, ATTEMPT):
+            hashes = {**hooks.hashes(), **(extra or {})}
+            hooks.writer.log(
+                TrainerWeightChecksum(
+                    when=ChecksumWhen.AFTER_LOAD,
+                    cell=self.cell,
+                    rank=self.rank,
+                    hashes=hashes,
+                    checkpoint=self.resume_from,
+                )
+            )
+            hooks.clear_at_resume(self.resume_stale_ids)
+            hooks.flush()
+
+    # -- per step ------------------------------------------------------------------------
+
+    def allocate(self, step: int, samples: Sequence[int]) -> list[int]:
+        """*Collective.* Witness ids of this rank's ``samples`` (global sample indices).
+
+        Rank 0 allocates for every rank's samples (in rank order), logs the allocation
+        and makes it durable before any rank trains with the ids.
+        """
+        hooks = self._require()
+        gathered = self._gather([int(s) for s in samples])
+        info: WitnessInfo | None = None
+        if self.is_driver:
+            assert self.driver is not None
+            every = [s for part in gathered for s in part]
+            with step_context(step, ATTEMPT):
+                info = self.driver.allocate(step, ATTEMPT, every)
+                self.driver.flush()
+        info = self._broadcast(info)
+        assert info is not None
+        self._last = info
+        offset = sum(len(part) for part in gathered[: self.rank])
+        hooks.flush()  # nothing of this rank's may lag behind the allocation
+        return info.witness_ids[offset : offset + len(gathered[self.rank])]
+
+    @contextmanager
+    def batch(self, witness_ids: Sequence[int]) -> Iterator[None]:
+        """Forwards (and backwards) inside carry one witness id per sample of the batch."""
+        with self.witnesses.tokens(torch.as_tensor(list(witness_ids), dtype=torch.long)):
+            yield
+
+    def after_optimizer_step(self, step: int) -> None:
+        """Snapshot the nonzero witness rows, then zero the stale slots of the step."""
+        hooks = self._require()
+        if self._last is None:
+            return  # no sample reached this step (an empty epoch tail)
+        with step_context(step, ATTEMPT):
+            hooks.after_optimizer_step(self._last.stale_ids)
+
+    def end_step(self, step: int) -> None:
+        """*Collective.* Every rank's evidence is durable: rank 0 commits the step."""
+        hooks = self._require()
+        hooks.flush()
+        self._gather("normal")  # each rank reports only after its snapshot is durable
+        if self.is_driver and self._last is not None:
+            assert self.driver is not None
+            self.driver.end_attempt(
+                step, ATTEMPT, {self.cell: ranks(*["normal"] * self.world_size)}
+            )
+        self._last = None
+
+    def log_metrics(self, step: int, values: Mapping[str, Any]) -> None:
+        """Rank 0's numeric metrics of ``step`` (the framework already reduced them)."""
+        if not self.is_driver or not self.started:
+            return
+        numbers = {
+            k: float(v) for k, v in values.items() if isinstance(v, int | float) and k != "step"
+        }
+        if numbers:
+            with step_context(step, ATTEMPT):
+                self._require().log_metrics(numbers)
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def log_save(self, iteration: int, path: str) -> None:
+        """This rank's ``at_save`` checksums and its checkpoint snapshot (not yet complete)."""
+        hooks = self._require()
+        ref = CheckpointRef(iteration=iteration, incarnation=self.incarnation)
+        with step_context(iteration, ATTEMPT):
+            hooks.log_checksums(ChecksumWhen.AT_SAVE, checkpoint=ref)
+            hooks.run.record_checkpoint(iteration, path=path, source=hooks.identity)
+
+    def checkpoint_durable(self, iteration: int, path: str) -> None:
+        """*Collective.* Every rank saved ``iteration``: rank 0 marks it complete."""
+        self._gather(iteration)
+        if self.is_driver:
+            assert self.driver is not None
+            with step_context(iteration, ATTEMPT):
+                self.driver.record_checkpoint(iteration, path=path)
+
+    def finish(self, status: RunStatus = RunStatus.COMPLETED) -> None:
+        """Close this rank's writers; rank 0 logs the end of the incarnation."""
+        if self.hooks is not None:
+            self.hooks.close()
+        if self.driver is not None:
+            self.driver.finish(status)
+        self.hooks = None
+        self.driver = None
+
+    def _require(self) -> TrainerHooks:
+        if self.hooks is None:
+            raise RuntimeError("the ftaudit recorder was not started (no training began)")
+        return self.hooks
+
+
+def largest_layer_stack(model: nn.Module) -> str:
+    """The dotted path of the ``ModuleList`` holding most parameters: the layer stack.
+
+    Transformers name it differently (``model.layers``, ``transformer.h``,
+    ``gpt_neox.layers``); this is the witness default when no path is given.
+    """
+    best, size = "", -1
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) > 0:
+            n = sum(p.numel() for p in module.parameters())
+            if n > size:
+                best, size = name, n
+    if size < 0:
+        raise ValueError("the model has no layer list (nn.ModuleList): pass layers='path'")
+    return best
+
+
+def install_for_framework(
+    model: nn.Module, buffer_size: int, layers: str | Sequence[str] | None
+) -> WitnessSet:
+    """Install witnesses (once) on the model's layer stack, on the model's device."""
+    if hasattr(model, WITNESS_MODULE):
+        return find_witnesses(model)
+    witnesses = install_witnesses(
+        model, buffer_size, layers=layers if layers is not None else largest_layer_stack(model)
+    )
+    device = next((p.device for p in model.parameters() if not p.is_meta), None)
+    if device is not None:
+        witnesses.to(device)
+    return witnesses

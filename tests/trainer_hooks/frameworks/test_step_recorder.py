@@ -1,0 +1,146 @@
+"""The pieces both framework callbacks share, in one process (fast)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from ftaudit.eventlog.writer import WriterOptions
+from ftaudit.trainer_hooks.torch import install_witnesses, sample_token_ids
+from ftaudit.trainer_hooks.torch.extra_state import object_hash, rng_hashes, set_rng_states
+from ftaudit.trainer_hooks.torch.extra_state import rng_states as current_rng
+from ftaudit.trainer_hooks.torch.indexed_data import (
+    SAMPLE_INDEX_KEY,
+    IndexedDataset,
+    batch_items,
+    stream_indices,
+)
+from ftaudit.trainer_hooks.torch.step_recorder import (
+    StepRecorder,
+    install_for_framework,
+    largest_layer_stack,
+)
+from ftaudit.verifier import verify
+
+
+class Stack(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(16, 8)
+        self.small = nn.ModuleList([nn.Linear(8, 8)])
+        self.blocks = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens)
+        for block in self.blocks:
+            h = h + block(h)
+        return h.sum(-1)
+
+
+def test_one_id_per_sample_marks_the_same_rows_as_one_per_token() -> None:
+    grads = []
+    for per_sample in (True, False):
+        torch.manual_seed(0)
+        model = Stack()
+        witnesses = install_witnesses(model, 10, layers="blocks")
+        tokens = torch.randint(0, 16, (2, 5))
+        ids = torch.tensor([3, 7]) if per_sample else sample_token_ids([3, 7], 5)
+        with witnesses.tokens(ids):
+            model(tokens).pow(2).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in witnesses.named_parameters()})
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        assert torch.equal(grads[0][name], grads[1][name])
+        assert grads[0][name].nonzero()[:, 0].tolist() == [3, 7]
+
+
+def test_the_largest_layer_list_is_the_default_stack() -> None:
+    model = Stack()
+    assert largest_layer_stack(model) == "blocks"
+    witnesses = install_for_framework(model, 10, None)
+    assert install_for_framework(model, 10, None) is witnesses  # installed once
+    assert sorted(witnesses.instances()) == ["chunk0.head", "chunk0.tail"]
+    with pytest.raises(ValueError, match="no layer list"):
+        largest_layer_stack(nn.Linear(2, 2))
+
+
+def test_state_hashes_see_every_byte_and_ignore_key_order() -> None:
+    big = np.zeros(5000)
+    changed = big.copy()
+    changed[4321] = 1e-300  # beyond what a repr of the array would show
+    assert object_hash({"a": big, "b": 1}) == object_hash({"b": 1, "a": big.copy()})
+    assert object_hash({"a": big}) != object_hash({"a": changed})
+    assert object_hash([1, 2]) != object_hash((1, 2, 0))
+    saved = current_rng()
+    before = rng_hashes()
+    torch.rand(3)
+    assert rng_hashes()["rng/torch"] != before["rng/torch"]
+    set_rng_states(saved)
+    assert rng_hashes() == before
+
+
+def test_indexed_items_travel_through_a_dataloader() -> None:
+    data = IndexedDataset([{"x": torch.tensor([float(i)])} for i in range(6)])
+    loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)
+    seen = []
+    for batch in loader:
+        items = batch_items(batch)
+        assert items is not None
+        assert batch["x"].reshape(-1).long().tolist() == items
+        seen += items
+    assert sorted(seen) == list(range(6))
+    assert batch_items({"x": 1}) is None
+    assert stream_indices([0, 5], epoch=2, dataset_size=6) == [12, 17]
+    with pytest.raises(TypeError, match=SAMPLE_INDEX_KEY):
+        IndexedDataset([(1, 2)])[0]
+
+
+def test_a_single_process_run_through_the_recorder_verifies(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = Stack()
+    witnesses = install_for_framework(model, 32, "blocks")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    run = tmp_path / "run"
+    recorder = StepRecorder(
+        run,
+        buffer_size=32,
+        witnesses=witnesses,
+        dataset_size=12,
+        options=WriterOptions(fsync=False),  # durability is not under test here
+    )
+    recorder.start(model, opt, resume_iteration=None, extra_hashes=rng_hashes)
+    for step in range(3):
+        for micro in range(2):  # two accumulated micro-batches per optimizer step
+            first = step * 4 + micro * 2
+            ids = recorder.allocate(step, [first, first + 1])
+            with recorder.batch(ids):
+                model(torch.randint(0, 16, (2, 3))).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        recorder.after_optimizer_step(step)
+        recorder.end_step(step)
+        recorder.log_metrics(step, {"loss": 1.0 / (step + 1), "note": "text is skipped"})
+    recorder.log_save(2, "ckpt")
+    recorder.checkpoint_durable(2, "ckpt")
+    recorder.finish()
+    report = verify(run)
+    assert report.passed(strict=True), report.to_dict()
+    assert next(r for r in report.results if r.code == "FT004").checked == 6
+
+
+def test_core_imports_no_framework() -> None:
+    code = (
+        "import sys, ftaudit.eventlog, ftaudit.verifier, ftaudit.trainer_hooks, "
+        "ftaudit.integrations, ftaudit.cli.app\n"
+        "bad = [m for m in ('torch', 'transformers', 'lightning', 'pytorch_lightning') "
+        "if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
