@@ -29,6 +29,7 @@ from ftaudit.eventlog import (
     StepEnd,
     Trainer,
     TrainerWeightChecksum,
+    WitnessCleared,
     WitnessSnapshot,
     WriterOptions,
     find_checkpoint,
@@ -118,6 +119,13 @@ class Incarnation:
             )
         )
 
+    def cleared(self, step: int, attempt: int, *, cell: int, stale: Sequence[int]) -> None:
+        """A rank zeroed ``stale`` after a discarded attempt (``witness_cleared``)."""
+        self.weights.setdefault(cell, set()).difference_update(stale)
+        self.trainer(cell).log(
+            WitnessCleared(step=step, attempt=attempt, cell=cell, stale_ids=runs(stale))
+        )
+
     def advantage(
         self,
         step: int,
@@ -205,12 +213,14 @@ class Incarnation:
         cells: Mapping[int, CellOutcome] | None = None,
         zero_advantage: Sequence[int] = (),
         instances: Sequence[str] = (HEAD,),
+        clear_on_discard: bool = True,
     ) -> list[int]:
         """One attempt of a step as a correct trainer runs it.
 
         Normal cells apply the gradient of every sample but zero-advantage ones; an
         accepted attempt logs the snapshot of each normal cell, then clears the stale
-        rows; a retried attempt changes no weights.
+        rows; a retried attempt changes no weights but (``clear_on_discard``) zeroes its
+        stale rows in every cell still alive, as ``TrainerHooks.after_discard`` does.
         """
         cells = dict(cells) if cells is not None else {c: NORMAL for c in range(self.builder.cells)}
         ids = self.alloc(step, samples, attempt)
@@ -223,6 +233,9 @@ class Incarnation:
         if zero:
             self.advantage(step, ids, zero=[s in zero for s in samples], attempt=attempt, cell=0)
         if not accepted:
+            for cell, outcome in cells.items():
+                if clear_on_discard and not outcome.errored:
+                    self.cleared(step, attempt, cell=cell, stale=stale)
             self.retried(step, attempt, cells)
             return ids
         trained = {i for i, s in zip(ids, samples, strict=True) if s not in zero}

@@ -19,6 +19,7 @@ class Expect:
     cell: int | None = None
     instance: str | None = None
     severity: str = "error"
+    kind: str | None = None
     text: str | None = None
     """A piece of the message."""
 

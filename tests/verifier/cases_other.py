@@ -297,7 +297,7 @@ CASES = (
         "a step allocating more than B - keep",
         "FT003",
         too_many_per_step,
-        (Expect(step=0, text="more than B - keep = 6"),),
+        (Expect(step=0, text="within B - keep = 6 ids"),),
     ),
     Case("a restart trains each sample once", "FT005", restart_ok),
     Case(

@@ -7,11 +7,15 @@ from pathlib import Path
 import pytest
 
 from ftaudit.verifier import Violation, verify
-from tests.verifier import cases_ft004, cases_other
+from tests.verifier import cases_false_alarms, cases_ft004, cases_other
 from tests.verifier.builder import RunBuilder
 from tests.verifier.cases import Case, Expect
 
-ALL_CASES: tuple[Case, ...] = (*cases_ft004.CASES, *cases_other.CASES)
+ALL_CASES: tuple[Case, ...] = (
+    *cases_ft004.CASES,
+    *cases_other.CASES,
+    *cases_false_alarms.CASES,
+)
 
 
 def _matches(v: Violation, e: Expect) -> bool:
@@ -24,6 +28,7 @@ def _matches(v: Violation, e: Expect) -> bool:
         e.cell is None or loc.cell == e.cell,
         e.instance is None or loc.instance == e.instance,
         v.severity.value == e.severity,
+        e.kind is None or v.kind == e.kind,
         e.text is None or e.text in v.message,
     ]
     return all(checks)

@@ -172,6 +172,8 @@ class CellWorker:
             if committed:
                 self.optimizer.step()
                 self._after_commit(stale_ids)
+            else:  # the retry's ids start from cleared rows, however often it is retried
+                hooks.after_discard(stale_ids, flush=False)
             hooks.log_metrics(
                 {
                     "loss": float(loss.detach()),

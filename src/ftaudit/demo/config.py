@@ -53,8 +53,9 @@ class DemoConfig:
     seed: int = 0
     objective: Objective = "rl"
     buffer_size: int = 128
-    """Witness ring size B: B - keep (30%) must hold a step's ids over ALL its attempts (two
-    here, 32 ids); still small, so the ring wraps during the run and recycling is tested."""
+    """Witness ring size B: B - keep (30%, 39 ids) must hold one attempt's ids (16); cells
+    clear a discarded attempt's stale slots, so a step may be retried any number of times.
+    Small, so the ring wraps during the run and recycling is tested."""
     checkpoint_every: int = 3
     """Save after every step s with (s + 1) % checkpoint_every == 0."""
     lr: float = 1e-2

@@ -22,6 +22,7 @@ from ftaudit.eventlog.events import (
     StepEnd,
     TrainerWeightChecksum,
     WitnessAllocated,
+    WitnessCleared,
     WitnessSnapshot,
 )
 from ftaudit.eventlog.identity import Driver, Engine, Identity, RolloutManager, Trainer
@@ -63,6 +64,7 @@ __all__ = [
     "Trainer",
     "TrainerWeightChecksum",
     "WitnessAllocated",
+    "WitnessCleared",
     "WitnessSnapshot",
     "WriterOptions",
     "WriterStats",

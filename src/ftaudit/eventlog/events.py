@@ -133,6 +133,21 @@ class WitnessSnapshot(Event):
     stale_ids: IntRuns
 
 
+class WitnessCleared(Event):
+    """Witness slots one trainer rank zeroed after a discarded attempt (no optimizer step).
+
+    Zeroing the attempt's stale slots even though it did not commit keeps the ring exact
+    for the retry: the retry's ids then start from cleared rows, so a step may be retried
+    any number of times (each attempt within ``B - keep`` ids). The stale slots hold only
+    evidence that no later snapshot checks, so nothing is lost.
+    """
+
+    type: Literal["witness_cleared"] = "witness_cleared"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    stale_ids: IntRuns
+
+
 class SampleAdvantageSummary(Event):
     """Per sample of one trainer rank: its witness id, local token count, all-zero advantage."""
 
@@ -142,6 +157,11 @@ class SampleAdvantageSummary(Event):
     witness_ids: list[int]
     token_counts: list[int]
     all_zero: list[bool]
+    pure_advantage_loss: bool | None = None
+    """Whether the loss is a pure advantage loss (every loss term scales with the advantage),
+    so an all-zero advantage means an exactly zero gradient and the sample is excused.
+    False (a KL penalty, an entropy bonus...): such samples are expected like any other.
+    None: not declared (logs of older hooks), read as True."""
 
     @model_validator(mode="after")
     def _aligned(self) -> SampleAdvantageSummary:
@@ -205,6 +225,10 @@ class TrainerWeightChecksum(Event):
     checkpoint: CheckpointRef | None = None
     heal_source: int | None = None
     """For ``after_heal``: the cell this rank's state was copied from."""
+    replica_local: list[str] = []
+    """Tensors of ``hashes`` that differ between cells by design (e.g. batch-norm running
+    statistics of each cell's own data): left out of the cross-replica comparison, still
+    compared at save/load and heal."""
 
 
 class EngineWeightChecksum(Event):
@@ -232,6 +256,7 @@ BUILTIN_EVENTS: tuple[type[Event], ...] = (
     RunFinished,
     WitnessAllocated,
     WitnessSnapshot,
+    WitnessCleared,
     SampleAdvantageSummary,
     StepEnd,
     AttemptEnd,
@@ -248,6 +273,7 @@ AnyEvent = Annotated[
     | RunFinished
     | WitnessAllocated
     | WitnessSnapshot
+    | WitnessCleared
     | SampleAdvantageSummary
     | StepEnd
     | AttemptEnd

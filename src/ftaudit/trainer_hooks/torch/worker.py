@@ -24,6 +24,7 @@ from ftaudit.eventlog.events import (
     ChecksumWhen,
     Metric,
     SampleAdvantageSummary,
+    WitnessCleared,
     WitnessSnapshot,
 )
 from ftaudit.eventlog.identity import Trainer
@@ -188,6 +189,25 @@ class TrainerHooks:
         if flush:
             self.writer.flush()
         return snapshot
+
+    def after_discard(
+        self, stale_ids: IntRuns | Sequence[int] | np.ndarray, *, flush: bool = True
+    ) -> None:
+        """After a discarded attempt (no optimizer step): zero its stale slots and log it.
+
+        Call it on every rank that discarded, with the attempt's
+        :attr:`~ftaudit.trainer_hooks.WitnessInfo.stale_ids`, before the retry trains.
+        The retry's ids then start from cleared rows, so a step may be retried any number
+        of times (each attempt within ``B - keep`` ids); without it, the attempts of one
+        step together must stay within ``B - keep`` (FT003 reports ``over_budget``). The
+        stale slots hold only evidence that no later snapshot checks.
+        """
+        self._require_step("after_discard")
+        stale = as_runs(stale_ids)
+        self.clearer.zero(stale)
+        self.writer.log(WitnessCleared(cell=self.cell, stale_ids=stale))
+        if flush:
+            self.writer.flush()
 
     def log_metrics(self, values: Mapping[str, float]) -> None:
         """Metrics of this rank for the current step (NaN and inf are kept)."""

@@ -7,11 +7,19 @@ from typing import ClassVar
 
 import numpy as np
 
-from ftaudit.verifier.context import Allocation, RunContext
+from ftaudit.verifier.context import Allocation, RunContext, StepKey
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.ring import ids_runs, max_per_step, stale_runs
 from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
 from ftaudit.verifier.spans import Spans, union_all
+
+CLEARS = """
+    SELECT incarnation, step, accepted_attempt AS attempt FROM step_end
+    UNION SELECT incarnation, step, attempt FROM attempt_end WHERE accepted
+    UNION SELECT incarnation, step, attempt FROM witness_cleared"""
+"""The attempts after which the trainers zeroed the allocation's stale slots: every
+accepted attempt (its normal cells clear after the optimizer step) and every discarded
+attempt whose ranks logged ``witness_cleared``."""
 
 
 class AllocatorReplay(Rule):
@@ -22,8 +30,11 @@ class AllocatorReplay(Rule):
     logged): each allocation's ids are the next ``num_ids`` slots of the ring, its
     ``counter_after`` is the counter plus ``num_ids``, and its stale ids are the
     ``B - min(keep, C)`` slots from ``C mod B``. No resumed incarnation re-issues an id an
-    earlier incarnation allocated; no step allocates more than ``B - keep`` ids; the
-    buffer size never changes.
+    earlier incarnation allocated; the buffer size never changes. Every attempt trains
+    only on ring slots cleared since they last held a sample: within ``B - keep``
+    positions of the last clear (a fresh ring, a resume, an accepted attempt, or a
+    discarded attempt whose ranks logged ``witness_cleared``), so an attempt allocates at
+    most ``B - keep`` ids and a retried step stays exact however often it is retried.
 
     Fails (B = 10)::
 
@@ -58,6 +69,10 @@ class AllocatorReplay(Rule):
         by_inc: dict[int, list[Allocation]] = defaultdict(list)
         for a in allocations:
             by_inc[a.incarnation].append(a)
+        clears = {
+            (r["incarnation"], r["step"], r["attempt"])
+            for r in ctx.rows(CLEARS, label="FT003 clears")
+        }
         highest = 0  # the highest counter any earlier incarnation logged
         earlier: list[Allocation] = []
         for inc in sorted(by_inc):
@@ -68,7 +83,7 @@ class AllocatorReplay(Rule):
             for a in allocs:
                 out += self._replay(a, counter, B)
                 counter = a.counter_after
-            out += self._per_step(allocs, B)
+            out += self._budget(ctx, inc, allocs, clears, B)
             highest = max(highest, max(a.counter_after for a in allocs))
             earlier += allocs
         return Outcome(len(allocations), tuple(out))
@@ -183,22 +198,65 @@ class AllocatorReplay(Rule):
             )
         ]
 
-    def _per_step(self, allocs: list[Allocation], B: int) -> list[Violation]:
-        limit = max_per_step(B)
-        totals: dict[int, int] = defaultdict(int)
-        for a in allocs:
-            totals[a.step] += a.num_ids
+    def _budget(
+        self, ctx: RunContext, inc: int, allocs: list[Allocation], clears: set[StepKey], B: int
+    ) -> list[Violation]:
+        """Each attempt trains on slots cleared since they last held a sample.
+
+        Known-clean counter positions: the whole ring at a fresh start, the ``B - keep``
+        positions after the counter at a resume and after every attempt that cleared its
+        stale slots (an accepted attempt, or a discarded one whose ranks logged
+        ``witness_cleared``). An attempt reaching beyond them trains on rows that may
+        still hold older evidence.
+        """
+        room = max_per_step(B)
+        first = allocs[0]
+        if not ctx.incarnation_complete(inc):
+            clean = None  # incremental: the clears before the loaded events are unknown
+        elif ctx.incarnations.get(inc) is None or ctx.incarnations[inc].resumed_iteration is None:
+            clean = Spans.of([first.start], [first.start + B])  # fresh, all-zero witnesses
+        else:
+            clean = Spans.of([first.start], [first.start + room])
+        last: Allocation | None = None
         out = []
-        for step, total in sorted(totals.items()):
-            if total > limit:
-                a = next(x for x in allocs if x.step == step)
-                out.append(
-                    self.violation(
-                        f"step {step} allocated {total} witness ids (all attempts), more than "
-                        f"B - keep = {limit}: slots were reused before being cleared, so the "
-                        "witness can no longer tell samples apart",
-                        kind="over_budget",
-                        location=Location(step=step, incarnation=a.incarnation),
-                    )
-                )
+        for a in allocs:
+            # the driver's contract: one attempt allocates at most B - keep ids
+            dirty = Spans.of([a.start + room], [max(a.start + room, a.counter_after)])
+            if clean is not None:
+                dirty = dirty | (Spans.of([a.start], [a.counter_after]) - clean)
+            if a.num_ids and dirty:
+                out.append(self._over_budget(ctx, a, dirty, last, room, B))
+            if a.key in clears:
+                fresh = Spans.of([a.counter_after], [a.counter_after + room])
+                clean = fresh if clean is None else clean | fresh
+                last = a
         return out
+
+    def _over_budget(
+        self,
+        ctx: RunContext,
+        a: Allocation,
+        dirty: Spans,
+        last: Allocation | None,
+        room: int,
+        B: int,
+    ) -> Violation:
+        positions = dirty.head(MAX_IDS)
+        since = (
+            f"the last clear before it, after {ctx.describe_key(last.key)}, cleared counter "
+            f"positions up to {last.counter_after + room - 1}"
+            if last is not None
+            else "no clear preceded it in this incarnation"
+        )
+        return self.violation(
+            f"{ctx.describe_key(a.key)} trained {len(dirty)} sample(s) on ring slots not "
+            f"cleared since they last held a sample (counter positions {dirty.describe()}; "
+            f"{since}): their rows may hold older evidence, which hides a lost gradient. "
+            f"Keep each attempt within B - keep = {room} ids, and after a discarded attempt "
+            "zero its stale ids on every rank (TrainerHooks.after_discard) before retrying",
+            kind="over_budget",
+            location=Location(a.step, a.attempt, a.incarnation, writer=a.writer, segment=a.segment),
+            ids=(positions % B).tolist(),
+            sample_indices=a.samples_at(positions).tolist(),
+            id_count=len(dirty),
+        )
