@@ -137,7 +137,7 @@ def _rewrite(seg: Path, table: pa.Table, metadata: dict[bytes, bytes]) -> None:
     pq.write_table(table.replace_schema_metadata(metadata), seg, compression="zstd")
 
 
-def _load(seg: Path) -> tuple[pa.Table, dict[bytes, bytes]]:
+def load_segment(seg: Path) -> tuple[pa.Table, dict[bytes, bytes]]:
     table = pq.read_table(seg)
     return table, dict(pq.read_metadata(seg).metadata or {})
 
@@ -156,7 +156,7 @@ def _retype(
 
 def retype_envelope(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     column = rng.choice(["seq", "step", "attempt", "incarnation", "ts", "writer", "type"])
     target = rng.choice([pa.string(), pa.float64(), pa.int32()])
     _retype(seg, table, meta, column, target)
@@ -165,7 +165,7 @@ def retype_envelope(run: Path, rng: random.Random) -> str:
 
 def retype_payload(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     payload = [n for n in table.column_names if n not in ENVELOPE_COLUMNS]
     if not payload:
         return retype_envelope(run, rng)
@@ -252,7 +252,7 @@ def _edited(table: pa.Table, rng: random.Random) -> tuple[pa.Table, str]:
 
 def edit_event(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     edited, which = _edited(table, rng)
     _rewrite(seg, edited, meta)
     return f"edit {which} of {seg.name} (digest left as it was)"
@@ -263,18 +263,63 @@ def edit_event_forged(run: Path, rng: random.Random) -> str:
     segment is one that a later segment or a checkpoint vouches for (not a writer's last
     segment after its last checkpoint: see docs/reliability.md)."""
     seg = rng.choice(vouched_for(run))
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     edited, which = _edited(table, rng)
+    forge_digest(seg, edited, meta)
+    return f"edit {which} of {seg.name} with a recomputed digest"
+
+
+ID_SETS = (
+    "witness_allocated.witness_ids",
+    "witness_allocated.sample_indices",
+    "witness_allocated.stale_ids",
+    "witness_snapshot.nonzero_ids",
+    "witness_snapshot.stale_ids",
+)
+"""The id-set (``IntRuns``) columns a forger can fill with well-formed nonsense."""
+
+FORGED_RUNS = {
+    "huge": {"starts": [0], "lengths": [10**12]},
+    "mismatched": {"starts": [0, 7], "lengths": [3]},
+    "negative": {"starts": [-5], "lengths": [3]},
+    "empty_run": {"starts": [2], "lengths": [0]},
+}
+
+
+def forge_digest(seg: Path, table: pa.Table, meta: dict[bytes, bytes]) -> None:
+    """Rewrite ``seg`` with a digest recomputed over its new bytes (what a forger does)."""
     meta[DIGEST_KEY.encode()] = DIGEST_PLACEHOLDER.encode()
     tmp = seg.with_name("forged.parquet")
-    write_atomically(edited.replace_schema_metadata(meta), tmp, fsync=False)
+    write_atomically(table.replace_schema_metadata(meta), tmp, fsync=False)
     os.replace(tmp, seg)
-    return f"edit {which} of {seg.name} with a recomputed digest"
+
+
+def forge_id_set(run: Path, rng: random.Random, column: str, value: dict[str, list[int]]) -> str:
+    """Set one row's id set in ``column`` to ``value``, digest recomputed."""
+    for seg in rng.sample(segments(run), len(segments(run))):
+        table, meta = load_segment(seg)
+        if column not in table.column_names:
+            continue
+        values = table.column(column).to_pylist()
+        rows = [i for i, v in enumerate(values) if v is not None]
+        row = rng.choice(rows)
+        values[row] = value
+        i = table.schema.get_field_index(column)
+        field = table.schema.field(i)
+        forge_digest(seg, table.set_column(i, field, pa.array(values, field.type)), meta)
+        return f"forge {column} of row {row} of {seg.name} as {value}"
+    raise AssertionError(f"no segment holds {column}")
+
+
+def forged_id_range(run: Path, rng: random.Random) -> str:
+    """A well-formed segment (digest recomputed) whose id set is a forged range."""
+    kind = rng.choice(sorted(FORGED_RUNS))
+    return forge_id_set(run, rng, rng.choice(ID_SETS), FORGED_RUNS[kind])
 
 
 def reorder_rows(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     if table.num_rows < 2:
         return edit_event(run, rng)
     seqs = table.column("seq").to_pylist()
@@ -287,7 +332,7 @@ def reorder_rows(run: Path, rng: random.Random) -> str:
 
 def remove_row(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     row = rng.randrange(table.num_rows)
     kept = pa.concat_tables([table.slice(0, row), table.slice(row + 1)])
     _rewrite(seg, kept, meta)
@@ -296,7 +341,7 @@ def remove_row(run: Path, rng: random.Random) -> str:
 
 def insert_row(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
-    table, meta = _load(seg)
+    table, meta = load_segment(seg)
     row = rng.randrange(table.num_rows)
     _rewrite(seg, pa.concat_tables([table, table.slice(row, 1)]), meta)
     return f"insert a copy of row {row} into {seg.name}"
@@ -328,6 +373,7 @@ CORRUPTIONS: dict[str, Corruption] = {
         reorder_rows,
         remove_row,
         insert_row,
+        forged_id_range,
     )
 }
 
@@ -370,12 +416,34 @@ def verdict(run: Path) -> Verdict:
     raise BadVerdict(f"ft-verify must exit 1 or 2 on a damaged run\n{shown}")
 
 
+RUN_NAMES = {  # a run's folder name -> a clean sibling its name would match as a glob
+    "run": None,
+    "g[1]": "g1",
+    "g[!x]": "gy",
+    "g*": "gz",
+    "g?": "gq",
+    "**": "sibling",
+    "g{a,b}": "ga",
+    "~": None,
+    "$HOME": None,
+    "it's a run": None,
+    'say "run"': None,
+}
+"""Run names with shell and glob metacharacters: the damaged run, never the clean
+sibling, must be judged."""
+
+
 def damage_copy(base: Path, kind: str, rng: random.Random) -> tuple[str, Verdict]:
-    """Copy the clean run ``base``, damage the copy with ``kind``, and judge it."""
+    """Copy the clean run ``base`` under a name ``rng`` picks (a clean copy beside it when
+    that name is also a glob), damage the copy with ``kind``, and judge it."""
     with tempfile.TemporaryDirectory(prefix="ftaudit-fuzz-") as scratch:
-        run = Path(scratch) / "run"
+        name = rng.choice(sorted(RUN_NAMES))
+        run = Path(scratch) / name
         shutil.copytree(base, run, symlinks=True)
-        what = CORRUPTIONS[kind](run, rng)
+        decoy = RUN_NAMES[name]
+        if decoy is not None:
+            shutil.copytree(base, Path(scratch) / decoy, symlinks=True)
+        what = f"{CORRUPTIONS[kind](run, rng)} (run named {name!r})"
         try:
             return what, verdict(run)
         except BadVerdict as exc:

@@ -61,6 +61,8 @@ def test_each_kind_of_damage_once(base: Path, kind: str) -> None:
         assert result.code == 1 and result.message.startswith("FT001"), result
     if kind.startswith("symlink") or kind.startswith("duplicate") or kind == "truncate":
         assert result.code == 2, result
+    if kind == "forged_id_range":  # validated on read: the segment and field are named
+        assert result.code == 2 and "event at seq" in result.message, result
 
 
 @pytest.mark.parametrize("kind", ["bitflip_anywhere", "symlink_events", "edit_event"])

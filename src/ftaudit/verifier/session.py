@@ -29,6 +29,7 @@ from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
+from ftaudit.verifier.validation import check_rows
 from ftaudit.verifier.views import create_history_views
 
 
@@ -84,6 +85,7 @@ class Session:
                     f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
                     f"AND list_contains({string_list(sorted(head_only))}, filename)"
                 )
+            check_rows(con, registry)
             create_history_views(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
         except CorruptSegmentError:

@@ -1,0 +1,83 @@
+"""Forged, well-formed values are refused on read: exit 2 naming the segment and the field.
+
+An id range of length 10^12 made a rule allocate terabytes (MemoryError), and start and
+length lists of different lengths raised a ValidationError: both exited 2 as "internal
+error". The forger here also recomputes the segment's digest, so only validation can
+tell.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.cli.conftest import Invoke, check_exit
+from tests.cli.runs import segments
+from tests.reliability.corrupt import FORGED_RUNS, ID_SETS, forge_digest, forge_id_set, load_segment
+
+FAST = {("witness_allocated.witness_ids", k) for k in FORGED_RUNS} | {
+    ("witness_snapshot.nonzero_ids", "huge")
+}
+WHY = {
+    "huge": ("beyond the ring", "does not hold num_ids values"),
+    "mismatched": ("starts and lengths differ in length",),
+    "negative": ("a negative start",),
+    "empty_run": ("a run length is not positive",),
+}
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(run, target)
+    return target
+
+
+def _one_line_naming(result: object, field: str, why: tuple[str, ...]) -> str:
+    err = result.stderr  # type: ignore[attr-defined]
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    assert "internal error" not in err, err
+    assert "/events/" in err and ".parquet: " in err, err  # the segment
+    assert f"field '{field}'" in err, err
+    assert any(w in err for w in why), err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("column", "kind"),
+    [
+        pytest.param(c, k, marks=() if (c, k) in FAST else pytest.mark.slow)
+        for c in ID_SETS
+        for k in sorted(FORGED_RUNS)
+    ],
+)
+def test_forged_id_sets_are_refused_naming_segment_and_field(
+    ftaudit: Invoke, good_run: Path, tmp_path: Path, column: str, kind: str
+) -> None:
+    run = _copy(good_run, tmp_path)
+    forge_id_set(run, random.Random(0), column, FORGED_RUNS[kind])
+    result = ftaudit("verify", run)
+    check_exit(result, 2)
+    _one_line_naming(result, column.split(".", 1)[1], WHY[kind])
+
+
+def test_a_required_field_forged_to_null(ftaudit: Invoke, good_run: Path, tmp_path: Path) -> None:
+    run = _copy(good_run, tmp_path)
+    column = "witness_allocated.num_ids"
+    for seg in segments(run):
+        table, meta = load_segment(seg)
+        if column in table.column_names:
+            i = table.schema.get_field_index(column)
+            nulls = pa.nulls(table.num_rows, table.schema.field(i).type)
+            forge_digest(seg, table.set_column(i, table.schema.field(i), nulls), meta)
+            break
+    result = ftaudit("verify", run)
+    check_exit(result, 2)
+    _one_line_naming(result, "num_ids", ("is NULL, but it is required",))
+
+
+def test_an_honest_run_passes_validation(ftaudit: Invoke, good_run: Path) -> None:
+    check_exit(ftaudit("verify", good_run), 0)
