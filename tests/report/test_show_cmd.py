@@ -7,6 +7,7 @@ from pathlib import Path
 from ftaudit.verifier import verify
 from ftaudit.verifier.render.picture import collect
 from ftaudit.verifier.render.show import render_show
+from ftaudit.verifier.rules import RULES
 from tests.cli.conftest import Invoke, check_exit
 
 
@@ -25,7 +26,7 @@ def test_show_tells_the_story_of_the_faulty_run(ftaudit: Invoke, faulty_run: Pat
         "restored by incarnation 1",
         "0:normal 1:normal",
         "FT004",
-        "verified: all 7 rules hold",
+        f"verified: all {len(RULES)} rules hold",
     ):
         assert text in out, f"{text!r} missing from:\n{out}"
     assert "\x1b[" not in out  # NO_COLOR (set for every test)

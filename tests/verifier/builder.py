@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftaudit.dataset import DatasetManifest
 from ftaudit.eventlog import (
     AttemptEnd,
     CellOutcome,
@@ -34,7 +35,14 @@ from ftaudit.eventlog import (
     WriterOptions,
     find_checkpoint,
 )
-from ftaudit.eventlog.events import CheckpointRef
+from ftaudit.eventlog.events import (
+    CheckpointRef,
+    DataOrder,
+    LoaderState,
+    LoaderWhen,
+    SampleFingerprints,
+)
+from ftaudit.trainer_hooks import DriverSession
 from ftaudit.trainer_hooks.allocator import WitnessIdAllocator, witness_allocated_event
 
 OPTIONS = WriterOptions(fsync=False, flush_interval_s=3600)
@@ -194,6 +202,59 @@ class Incarnation:
         self.log.writer(Engine(engine_index=0)).log(
             EngineWeightChecksum(
                 step=step, attempt=None if step is None else 0, engines=dict(engines)
+            )
+        )
+
+    def fed(
+        self,
+        step: int,
+        positions: Sequence[int],
+        fingerprints: Sequence[int],
+        *,
+        attempt: int = 0,
+        cell: int = 0,
+        rank: int = 0,
+        items: Sequence[int] = (),
+    ) -> None:
+        """What one rank fed the model: a ``SampleFingerprints`` event."""
+        self.trainer(cell, rank).log(
+            SampleFingerprints(
+                step=step,
+                attempt=attempt,
+                cell=cell,
+                sample_indices=IntRuns.from_sequence(positions),
+                fingerprints=list(fingerprints),
+                items=list(items),
+            )
+        )
+
+    def declare(self, manifest: DatasetManifest, *, copy: bool = True) -> None:
+        """The run's dataset manifest, declared the way the driver hooks do it."""
+        DriverSession(self.log, self.allocator).declare_manifest(manifest, copy=copy)
+
+    def order(
+        self, epoch: int, start: int, items: Sequence[int], *, size: int, seed: int | None = None
+    ) -> None:
+        self.driver.log(
+            DataOrder(epoch=epoch, start=start, items=list(items), dataset_size=size, seed=seed)
+        )
+
+    def loader(
+        self,
+        iteration: int,
+        when: str,
+        position: int,
+        *,
+        epoch: int = 0,
+        seed: int | None = None,
+    ) -> None:
+        self.driver.log(
+            LoaderState(
+                iteration=iteration,
+                when=LoaderWhen(when),
+                position=position,
+                epoch=epoch,
+                seed=seed,
             )
         )
 

@@ -6,9 +6,10 @@ import subprocess
 import sys
 
 
-def test_eventlog_and_verifier_do_not_import_torch() -> None:
+def test_eventlog_dataset_and_verifier_do_not_import_torch() -> None:
     code = (
-        "import sys, ftaudit.eventlog, ftaudit.verifier, ftaudit.verifier.rules_doc; "
+        "import sys, ftaudit.eventlog, ftaudit.dataset, ftaudit.verifier; "
+        "import ftaudit.verifier.rules_doc; "
         "assert 'torch' not in sys.modules, 'torch was imported'; "
         "assert not any(m.startswith('ftaudit.trainer_hooks') for m in sys.modules)"
     )

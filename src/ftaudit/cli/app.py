@@ -13,6 +13,7 @@ from ftaudit.cli import (
     compare_cmd,
     demo_cmd,
     export_cmd,
+    manifest_cmd,
     report_cmd,
     show_cmd,
     sql_cmd,
@@ -38,6 +39,7 @@ app.command("report")(report_cmd.report)
 app.command("compare")(compare_cmd.compare)
 app.command("synth")(synth_cmd.synth)
 app.command("export")(export_cmd.export)
+app.command("manifest")(manifest_cmd.manifest)
 
 
 def main() -> None:

@@ -74,6 +74,15 @@ def verify(
             "reads only the segments those steps need.",
         ),
     ] = None,
+    data_manifest: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--data-manifest",
+            metavar="FILE",
+            help="A dataset manifest kept outside the run (found by the digest the run "
+            "names; FT008); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Verify that a run trained every sample exactly once.
 
@@ -89,7 +98,12 @@ def verify(
     with progress_display(wanted(), phases=len(rules) + 1) as progress:
         report = guarded(
             lambda: run_verify(
-                run_dir, select=select, skip=skip, progress=progress, since_step=since_step
+                run_dir,
+                select=select,
+                skip=skip,
+                progress=progress,
+                since_step=since_step,
+                data_manifests=tuple(data_manifest or ()),
             )
         )
 

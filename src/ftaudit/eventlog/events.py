@@ -80,6 +80,11 @@ class ChecksumWhen(StrEnum):
     AFTER_HEAL = "after_heal"
 
 
+class LoaderWhen(StrEnum):
+    SAVED = "saved"
+    RESUMED = "resumed"
+
+
 class FaultMode(StrEnum):
     SIGKILL = "sigkill"
     EXIT = "exit"
@@ -251,6 +256,77 @@ class FaultInjected(Event):
     rank: int | None = None
 
 
+class SampleFingerprints(Event):
+    """What one trainer rank fed the model in one attempt, per sample.
+
+    The k-th sample sits at stream position ``sample_indices[k]`` (its sample index),
+    its content has fingerprint ``fingerprints[k]`` (:mod:`ftaudit.dataset.fingerprint`,
+    computed from the tensor the model received) and, where the loader says so, it was
+    read from dataset item ``items[k]`` (empty: not given).
+    """
+
+    type: Literal["sample_fingerprints"] = "sample_fingerprints"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    sample_indices: IntRuns
+    fingerprints: list[int]
+    items: list[int] = []
+
+    @model_validator(mode="after")
+    def _aligned(self) -> SampleFingerprints:
+        n = len(self.fingerprints)
+        if len(self.sample_indices) != n or (self.items and len(self.items) != n):
+            raise ValueError("sample_indices, fingerprints (and items if given) must align")
+        return self
+
+
+class DataOrder(Event):
+    """The order of one epoch of the data stream, as the loader will read it.
+
+    Stream position ``start + k`` reads dataset item ``items[k]``; ``len(items)`` is the
+    epoch's length (a sampler that pads the epoch repeats items here).
+    """
+
+    type: Literal["data_order"] = "data_order"
+    epoch: int = Field(ge=0)
+    start: int = Field(ge=0)
+    items: list[int]
+    dataset_size: int = Field(gt=0)
+    seed: int | None = None
+    shuffle: bool = False
+    sampler: str = ""
+
+
+class DataManifest(Event):
+    """The run trains on the dataset whose manifest has ``digest`` (``ftaudit.dataset``).
+
+    ``path`` is where it is kept, relative to the run directory when inside it; a
+    manifest kept elsewhere is found by its digest (``ft-verify --data-manifest``).
+    """
+
+    type: Literal["data_manifest"] = "data_manifest"
+    digest: str
+    dataset_size: int = Field(ge=0)
+    algorithm: str
+    path: str = ""
+
+
+class LoaderState(Event):
+    """The data loader's state when checkpoint ``iteration`` was saved, or after a resume.
+
+    ``position`` is the next stream position the loader reads; ``epoch`` and ``seed``
+    are the sampler's as read from it; ``state_json`` the loader's own state dict.
+    """
+
+    type: Literal["loader_state"] = "loader_state"
+    iteration: int = Field(ge=0)
+    when: LoaderWhen
+    position: int = Field(ge=0)
+    epoch: int = Field(ge=0)
+    seed: int | None = None
+    state_json: str = "{}"
+
+
 BUILTIN_EVENTS: tuple[type[Event], ...] = (
     RunStarted,
     RunFinished,
@@ -266,6 +342,10 @@ BUILTIN_EVENTS: tuple[type[Event], ...] = (
     EngineWeightChecksum,
     Metric,
     FaultInjected,
+    SampleFingerprints,
+    DataOrder,
+    DataManifest,
+    LoaderState,
 )
 
 AnyEvent = Annotated[
@@ -282,7 +362,11 @@ AnyEvent = Annotated[
     | TrainerWeightChecksum
     | EngineWeightChecksum
     | Metric
-    | FaultInjected,
+    | FaultInjected
+    | SampleFingerprints
+    | DataOrder
+    | DataManifest
+    | LoaderState,
     Field(discriminator="type"),
 ]
 """The built-in events as one discriminated union; user types go through the registry."""

@@ -13,12 +13,21 @@ from pathlib import Path
 
 import numpy as np
 
+from ftaudit.dataset.manifest import (
+    DatasetManifest,
+    manifest_path,
+    read_manifest,
+    write_manifest,
+)
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import (
     AttemptEnd,
     CellOutcome,
     CheckpointRef,
     CheckpointSaved,
+    DataManifest,
+    DataOrder,
+    LoaderState,
     Metric,
     Outcome,
     RunStatus,
@@ -227,6 +236,38 @@ class DriverSession:
         by the workers); a later incarnation can then resume from this iteration.
         """
         return self.run.record_checkpoint(iteration, path=path)
+
+    def declare_manifest(
+        self, manifest: DatasetManifest | str | os.PathLike[str], *, copy: bool = True
+    ) -> DataManifest:
+        """The run trains on this dataset: keep its manifest in the run and log its digest.
+
+        ``manifest`` is a :class:`~ftaudit.dataset.DatasetManifest` or a manifest file
+        (``ftaudit manifest``). With ``copy=False`` a file stays where it is and the run
+        names it by digest only (``ft-verify --data-manifest PATH`` then finds it).
+        """
+        loaded = manifest if isinstance(manifest, DatasetManifest) else read_manifest(manifest)
+        path = ""
+        if copy:
+            target = manifest_path(self.run_dir, loaded.digest)
+            if not target.is_file():
+                write_manifest(loaded, target)
+            path = str(target.relative_to(self.run_dir))
+        elif not isinstance(manifest, DatasetManifest):
+            path = os.fspath(manifest)
+        event = DataManifest(
+            digest=loaded.digest,
+            dataset_size=loaded.size,
+            algorithm=loaded.algorithm,
+            path=path,
+        )
+        self.writer.log(event)
+        self.writer.flush()
+        return event
+
+    def log_data(self, event: DataOrder | LoaderState) -> None:
+        """Log the loader's declared epoch order, or its state at a checkpoint or resume."""
+        self.writer.log(event)
 
     def flush(self) -> None:
         self.run.flush()

@@ -6,6 +6,8 @@ property runs one query through the session on first use.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -126,9 +128,16 @@ class RunContext:
     those steps and do not mistake the unloaded past for missing events.
     """
 
-    def __init__(self, session: Session, window: Window | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        window: Window | None = None,
+        data_manifests: Sequence[str | os.PathLike[str]] = (),
+    ) -> None:
         self.session = session
         self.window = window
+        self.data_manifests = tuple(data_manifests)
+        """Dataset manifest files kept outside the run (``ft-verify --data-manifest``)."""
 
     @property
     def since(self) -> int:

@@ -46,6 +46,7 @@ def verify(
     skip: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
     since_step: int | None = None,
+    data_manifests: Sequence[str | os.PathLike[str]] = (),
 ) -> Report:
     """Check a run against every selected rule and return the report.
 
@@ -58,6 +59,9 @@ def verify(
     ``>= K`` needs are read (see :mod:`ftaudit.verifier.window`), and only violations
     at those steps (or in incarnations that began there) are reported. Its verdict on
     those steps is the full verification's; its cost grows with the new events.
+
+    ``data_manifests`` are dataset manifest files kept outside the run (FT008 finds the
+    one the run names by its digest; with a run that names none, the first is used).
     """
     rules = select_rules(select, skip)
     if progress:
@@ -74,7 +78,7 @@ def verify(
     else:
         opened = Session.open(run_dir)
     with opened as session:
-        ctx = RunContext(session, window)
+        ctx = RunContext(session, window, data_manifests)
         results = []
         for rule in rules:
             if progress:
@@ -83,7 +87,7 @@ def verify(
             outcome = rule.check(ctx)
             if window is not None:
                 kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
-                outcome = Outcome(outcome.checked, kept)
+                outcome = Outcome(outcome.checked, kept, outcome.note)
             results.append(
                 RuleResult(
                     code=rule.code,
@@ -91,6 +95,7 @@ def verify(
                     checked=outcome.checked,
                     violations=outcome.violations,
                     seconds=time.perf_counter() - started,
+                    note=outcome.note,
                 )
             )
     return Report(run_dir=os.fspath(run_dir), results=tuple(results))

@@ -76,6 +76,8 @@ class RuleResult:
     """How many things the rule looked at (steps, snapshots, allocations...)."""
     violations: tuple[Violation, ...]
     seconds: float = 0.0
+    note: str = ""
+    """What the rule could not check, in words (empty when it checked everything)."""
 
     @property
     def errors(self) -> int:
@@ -94,6 +96,7 @@ class RuleResult:
             "warnings": self.warnings,
             "seconds": round(self.seconds, 6),
             "violations": [v.to_dict() for v in self.violations],
+            **({"note": self.note} if self.note else {}),
         }
 
 

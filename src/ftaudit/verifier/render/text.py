@@ -61,6 +61,11 @@ def render_text(
     console.print(Text(f"ftaudit verify {report.run_dir}", style="bold"))
     if report.results:
         console.print(_rules_table(report, strict=strict))
+        for result in report.results:
+            if result.note:
+                console.print(
+                    Text(f"{result.code} note: {result.note}", style="dim"), soft_wrap=True
+                )
     shown, hidden = first_violations(report, max_violations)
     total = sum(len(r.violations) for r in report.results)
     if shown:

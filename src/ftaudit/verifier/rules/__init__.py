@@ -13,6 +13,7 @@ from ftaudit.verifier.rules.ft004_witness_exactly_once import WitnessExactlyOnce
 from ftaudit.verifier.rules.ft005_sample_exactly_once import SampleExactlyOnce
 from ftaudit.verifier.rules.ft006_checksums import Checksums
 from ftaudit.verifier.rules.ft007_engine_checksums import EngineChecksums
+from ftaudit.verifier.rules.ft008_data_identity import DataIdentity
 
 RULES: tuple[Rule, ...] = (
     LogIntegrity(),
@@ -22,6 +23,7 @@ RULES: tuple[Rule, ...] = (
     SampleExactlyOnce(),
     Checksums(),
     EngineChecksums(),
+    DataIdentity(),
 )
 
 __all__ = ["RULES", "Outcome", "Rule"]

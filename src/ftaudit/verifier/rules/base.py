@@ -22,6 +22,8 @@ class Outcome:
 
     checked: int
     violations: tuple[Violation, ...] = ()
+    note: str = ""
+    """What the check could and could not look at (e.g. FT008 without a manifest)."""
 
 
 class Rule(ABC):

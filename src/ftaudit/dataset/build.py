@@ -1,0 +1,144 @@
+"""Build a manifest from a dataset, chunk by chunk: map-style, sized, or a stable iterable.
+
+Sources (duck-typed, nothing imported):
+
+- a **map-style** dataset: any object with ``__len__`` and ``__getitem__`` (a torch
+  ``Dataset``, a Hugging Face ``datasets.Dataset``, a list); item ``i`` is ``ds[i]``;
+- an **iterable** whose order is stable run to run; item ``i`` is the ``i``-th value.
+
+``field`` picks a key of dict items (``"input_ids"`` of a tokenized Hugging Face
+dataset), ``transform`` any function of the item; the result must be what the trainer
+fingerprints, i.e. what the model receives for that item.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ftaudit.dataset.fingerprint import ALGORITHM, fingerprint
+from ftaudit.dataset.manifest import (
+    SCHEMA,
+    DatasetManifest,
+    DigestBuilder,
+    metadata_for,
+)
+
+Progress = Callable[[int, int | None], None]
+"""``progress(done, total)`` after each chunk; ``total`` is None for an unsized iterable."""
+
+CHUNK = 4096
+
+
+def _items(source: Any) -> tuple[Iterator[Any], int | None]:
+    if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
+        n = len(source)
+        return (source[i] for i in range(n)), n
+    if isinstance(source, Iterable):
+        return iter(source), None
+    raise TypeError(
+        f"cannot build a manifest from a {type(source).__name__}: give a map-style dataset "
+        "(__len__ and __getitem__) or an iterable with a stable order"
+    )
+
+
+def _select(item: Any, field: str | None, transform: Callable[[Any], Any] | None) -> Any:
+    if field is not None:
+        if not isinstance(item, dict) or field not in item:
+            raise KeyError(f"the dataset's items have no field {field!r}")
+        item = item[field]
+    return transform(item) if transform is not None else item
+
+
+def fingerprint_chunks(
+    source: Any,
+    *,
+    field: str | None = None,
+    transform: Callable[[Any], Any] | None = None,
+    chunk_size: int = CHUNK,
+    progress: Progress | None = None,
+) -> Iterator[np.ndarray]:
+    """The fingerprints of ``source``'s items in order, ``chunk_size`` at a time."""
+    items, total = _items(source)
+    done = 0
+    while True:
+        chunk = [fingerprint(_select(x, field, transform)) for x in islice(items, chunk_size)]
+        if not chunk:
+            return
+        done += len(chunk)
+        yield np.asarray(chunk, dtype=np.int64)
+        if progress is not None:
+            progress(done, total)
+
+
+def build_manifest(
+    source: Any,
+    *,
+    field: str | None = None,
+    transform: Callable[[Any], Any] | None = None,
+    chunk_size: int = CHUNK,
+    progress: Progress | None = None,
+    description: str = "",
+) -> DatasetManifest:
+    """The manifest of ``source``, in memory (8 bytes per item)."""
+    chunks = list(
+        fingerprint_chunks(
+            source, field=field, transform=transform, chunk_size=chunk_size, progress=progress
+        )
+    )
+    fps = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+    return DatasetManifest.of(fps, description)
+
+
+@dataclass(frozen=True)
+class WrittenManifest:
+    """What :func:`write_manifest_of` wrote."""
+
+    path: Path
+    digest: str
+    size: int
+
+
+def write_manifest_of(
+    source: Any,
+    path: str | os.PathLike[str],
+    *,
+    field: str | None = None,
+    transform: Callable[[Any], Any] | None = None,
+    chunk_size: int = CHUNK,
+    progress: Progress | None = None,
+    description: str = "",
+) -> WrittenManifest:
+    """Stream ``source``'s manifest to ``path``: one row group per chunk, atomic rename.
+
+    Memory stays at one chunk whatever the dataset's size.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    digest = DigestBuilder(ALGORITHM)
+    try:
+        with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
+            for chunk in fingerprint_chunks(
+                source, field=field, transform=transform, chunk_size=chunk_size, progress=progress
+            ):
+                items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
+                writer.write_table(pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA))
+                digest.update(chunk)
+            writer.add_key_value_metadata(
+                metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
+            )
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return WrittenManifest(target, digest.hexdigest(), digest.size)

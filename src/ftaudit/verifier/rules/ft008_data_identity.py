@@ -1,0 +1,502 @@
+"""FT008 data-identity."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ftaudit.dataset.manifest import DatasetManifest, ManifestError, find_manifest, read_manifest
+from ftaudit.verifier.context import RunContext, StepKey
+from ftaudit.verifier.fed import (
+    UNKNOWN,
+    FedSamples,
+    LoaderStateRecord,
+    ManifestDeclaration,
+    OrderDeclaration,
+    StreamMap,
+    load_fed,
+    load_loader_states,
+    load_manifests,
+    load_orders,
+)
+from ftaudit.verifier.findings import Location, Severity, Violation
+from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+
+SHOWN = 6
+"""Samples spelled out in one message (all of them are in the violation's ids)."""
+
+
+@dataclass(frozen=True)
+class _Found:
+    manifest: DatasetManifest | None
+    note: str
+    problems: tuple[Violation, ...]
+
+
+class DataIdentity(Rule):
+    """Every committed sample fed the model the content its sample index names.
+
+    A trainer rank logs, per sample, its stream position (sample index) and the
+    fingerprint of the tensor the model received (``sample_fingerprints``). The
+    position maps to a dataset item through the declared order (``data_order``, e.g.
+    a ``DistributedSampler``'s seed and epoch; else item ``i mod N``), and the run's
+    manifest (``data_manifest``) gives every item's fingerprint. For every sample of
+    the committed history: the fed fingerprint equals the manifest's for its item;
+    within an epoch no content is trained twice (by two positions, or by two cells);
+    every sample of a committed attempt whose cells were all normal was fingerprinted,
+    and none outside the attempt's allocation. Wherever a position was fed more than
+    once (cells, ranks, retried attempts, abandoned incarnations) it was fed the same
+    content; every incarnation declares the same order for an epoch, and a resumed
+    loader holds the state saved with its checkpoint. Without a manifest only these
+    agreements are checked, and the result says so. A run that logs no fingerprints
+    passes with a note.
+
+    Fails::
+
+        manifest: item 8 -> fp A, item 0 -> fp B
+        step 1 (committed): cell 1 sample_fingerprints positions [8] fingerprints [B]
+        -> FT008: position 8 should be item 8 but its content is item 0's
+
+    Passes::
+
+        step 1 (committed): cell 1 sample_fingerprints positions [8] fingerprints [A]
+    """
+
+    code = "FT008"
+    name = "data-identity"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        fed = load_fed(ctx)
+        orders = load_orders(ctx)
+        found = self._manifest(ctx, load_manifests(ctx))
+        manifest = found.manifest
+        size = manifest.size if manifest is not None else ctx.dataset_size
+        stream = StreamMap(orders, size)
+        out: list[Violation] = [*found.problems]
+        out += self._orders(ctx, orders)
+        out += self._loader_states(ctx, load_loader_states(ctx), stream)
+        if not len(fed):
+            note = f"the run logs no sample fingerprints, nothing was compared ({found.note})"
+            return Outcome(0, tuple(out), note=note)
+        committed = np.isin(fed.key, [i for i, k in enumerate(fed.keys) if k in ctx.committed_keys])
+        epochs, items = stream.locate(fed.position)
+        # where no order is declared, the loader's own per-sample claim maps the position
+        claimed = (items == UNKNOWN) & (fed.claimed_item != UNKNOWN)
+        items = np.where(claimed, fed.claimed_item, items)
+        wrong = np.zeros(len(fed), dtype=bool)
+        if manifest is not None:
+            wrong, problems = self._against_manifest(ctx, fed, committed, items, epochs, manifest)
+            out += problems
+        out += self._claims(ctx, fed, committed, stream)
+        out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
+        out += self._coverage(ctx, fed, committed)
+        out += self._agreement(ctx, fed, wrong)
+        return Outcome(int(committed.sum()), tuple(out), note=found.note)
+
+    # -- the dataset: which manifest, if any ------------------------------------------
+
+    def _manifest(self, ctx: RunContext, declared: list[ManifestDeclaration]) -> _Found:
+        extra = list(ctx.data_manifests)
+        if not declared:
+            if not extra:
+                return _Found(None, _NO_MANIFEST, ())
+            given = read_manifest(extra[0])
+            return _Found(given, f"checked against the manifest {extra[0]} given to verify", ())
+        problems = []
+        first = declared[0]
+        for other in declared[1:]:
+            if other.digest != first.digest:
+                problems.append(
+                    self.violation(
+                        f"incarnation {other.incarnation} declared dataset manifest "
+                        f"{other.digest[:16]} but incarnation {first.incarnation} declared "
+                        f"{first.digest[:16]}: the run changed its dataset",
+                        location=Location(incarnation=other.incarnation),
+                    )
+                )
+                break
+        try:
+            manifest = find_manifest(ctx.session.run_dir, first.digest, extra)
+        except ManifestError as exc:
+            problems.append(self.violation(f"the run's dataset manifest is unusable: {exc}"))
+            return _Found(None, _NO_MANIFEST, tuple(problems))
+        if manifest is None:
+            problems.append(
+                self.violation(
+                    f"the run names dataset manifest {first.digest[:16]} (size "
+                    f"{first.dataset_size}) but it is neither in the run's manifests/ folder "
+                    "nor given with --data-manifest: fingerprints were checked for agreement "
+                    "only",
+                    severity=Severity.WARNING,
+                )
+            )
+            return _Found(None, _NO_MANIFEST, tuple(problems))
+        if ctx.dataset_size and ctx.dataset_size != manifest.size:
+            problems.append(
+                self.violation(
+                    f"the run declares a dataset of {ctx.dataset_size} items but its manifest "
+                    f"{manifest.digest[:16]} holds {manifest.size}"
+                )
+            )
+        note = f"checked against dataset manifest {manifest.digest[:16]}"
+        return _Found(manifest, note, tuple(problems))
+
+    # -- declarations: orders and loader states ---------------------------------------
+
+    def _severity(self, ctx: RunContext) -> Severity:
+        return Severity.WARNING if ctx.deterministic_order is False else Severity.ERROR
+
+    def _orders(self, ctx: RunContext, orders: list[OrderDeclaration]) -> list[Violation]:
+        first: dict[int, OrderDeclaration] = {}
+        out = []
+        reported: set[tuple[int, int]] = set()
+        for order in orders:
+            ref = first.setdefault(order.epoch, order)
+            if order.digest == ref.digest or (order.incarnation, order.epoch) in reported:
+                continue
+            reported.add((order.incarnation, order.epoch))
+            n = min(ref.items.size, order.items.size)
+            differ = np.flatnonzero(ref.items[:n] != order.items[:n])
+            at = int(differ[0]) if differ.size else n
+            example = (
+                f"position {ref.start + at} reads item {int(order.items[at])} instead of item "
+                f"{int(ref.items[at])}"
+                if at < n
+                else f"the epoch has {order.items.size} positions instead of {ref.items.size}"
+            )
+            seeds = f" (seed {order.seed} instead of {ref.seed})" if order.seed != ref.seed else ""
+            out.append(
+                self.violation(
+                    f"incarnation {order.incarnation} declared another order for epoch "
+                    f"{order.epoch} than incarnation {ref.incarnation}{seeds}: "
+                    f"{int(differ.size)} of {n} positions map to other items; {example}. "
+                    "The loader's shuffle state (seed, epoch or generator) was not restored",
+                    location=Location(incarnation=order.incarnation),
+                    severity=self._severity(ctx),
+                )
+            )
+        return out
+
+    def _loader_states(
+        self, ctx: RunContext, states: list[LoaderStateRecord], stream: StreamMap
+    ) -> list[Violation]:
+        saved = {(s.incarnation, s.iteration): s for s in states if s.when == "saved"}
+        out = []
+        for s in states:
+            if s.when != "resumed":
+                continue
+            inc = ctx.incarnations.get(s.incarnation)
+            source = inc.resumed_incarnation if inc is not None else None
+            ref = saved.get((source, s.iteration)) if source is not None else None
+            if ref is None:
+                continue
+            diffs = [
+                f"{name} {mine} instead of {theirs}"
+                for name, mine, theirs in (
+                    ("position", s.position, ref.position),
+                    ("epoch", s.epoch, ref.epoch),
+                    ("seed", s.seed, ref.seed),
+                )
+                if mine != theirs
+            ]
+            if diffs:
+                out.append(
+                    self.violation(
+                        f"incarnation {s.incarnation} resumed its data loader from checkpoint "
+                        f"{s.iteration} with {', '.join(diffs)} (saved by incarnation "
+                        f"{source}): the loader state was not restored",
+                        location=Location(step=s.iteration, incarnation=s.incarnation),
+                    )
+                )
+        out += self._saved_positions(ctx, saved, stream)
+        return out
+
+    def _saved_positions(
+        self,
+        ctx: RunContext,
+        saved: dict[tuple[int, int], LoaderStateRecord],
+        stream: StreamMap,
+    ) -> list[Violation]:
+        """A saved loader position must be where the committed stream stood at that step."""
+        if not saved or not ctx.deterministic_order:
+            return []
+        committed = [a for a in ctx.allocations if a.key in ctx.committed_keys and a.num_ids]
+        out = []
+        for (inc, iteration), s in sorted(saved.items()):
+            upto = [a for a in committed if a.step <= iteration]
+            if not upto or any(a.step == iteration and a.incarnation != inc for a in upto):
+                continue  # that checkpoint's steps are not all in the committed history
+            last = max(int(a.sample_indices.to_array().max()) for a in upto)
+            allowed = {last + 1, stream.epoch_after(last)}
+            if s.position not in allowed:
+                out.append(
+                    self.violation(
+                        f"the data loader state saved with checkpoint {iteration} (incarnation "
+                        f"{inc}) reads next from stream position {s.position}, but the "
+                        f"committed steps up to {iteration} consumed positions up to {last}: "
+                        "a resume from it feeds other items than the sample indices say",
+                        location=Location(step=iteration, incarnation=inc),
+                    )
+                )
+        return out
+
+    # -- per sample ---------------------------------------------------------------------
+
+    def _against_manifest(
+        self,
+        ctx: RunContext,
+        fed: FedSamples,
+        committed: np.ndarray,
+        items: np.ndarray,
+        epochs: np.ndarray,
+        manifest: DatasetManifest,
+    ) -> tuple[np.ndarray, list[Violation]]:
+        known = committed & (items != UNKNOWN)
+        in_range = known & (items < manifest.size) & (items >= 0)
+        expected = np.zeros(len(fed), dtype=np.int64)
+        expected[in_range] = manifest.fingerprints[items[in_range]]
+        wrong = known & (~in_range | (fed.fingerprint != expected))
+        if not wrong.any():
+            return wrong, []
+        owners = manifest.items_with(fed.fingerprint[wrong].tolist())
+        out = []
+        for (key, cell), rows in _groups(fed, wrong).items():
+            parts = []
+            for row in rows[:SHOWN]:
+                pos, item = int(fed.position[row]), int(items[row])
+                content = owners.get(int(fed.fingerprint[row]), [])
+                what = (
+                    f"item {_items_text(content)}'s"
+                    if content
+                    else "found in no item of the dataset"
+                )
+                where = f" (epoch {int(epochs[row])})" if epochs[row] != UNKNOWN else ""
+                should = f"item {item}" if 0 <= item < manifest.size else f"item {item} (beyond it)"
+                parts.append(f"position {pos}{where} should be {should} but its content is {what}")
+            more = f"; ... {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+            positions = fed.position[rows]
+            out.append(
+                self.violation(
+                    f"{len(rows)} sample{_s(len(rows))} fed by cell {cell} in "
+                    f"{_key_text(ctx, fed.keys[key])} {'are' if len(rows) != 1 else 'is'} not "
+                    f"the dataset item{_s(len(rows))} {'their' if len(rows) != 1 else 'its'} "
+                    f"sample index names: {'; '.join(parts)}{more}",
+                    location=_location(fed.keys[key], cell),
+                    ids=positions.tolist(),
+                    sample_indices=positions.tolist(),
+                )
+            )
+        return wrong, out
+
+    def _claims(
+        self, ctx: RunContext, fed: FedSamples, committed: np.ndarray, stream: StreamMap
+    ) -> list[Violation]:
+        """The loader's per-sample item must be the declared order's item for the position."""
+        if not stream.declared:
+            return []
+        _, declared = stream.locate(fed.position)
+        bad = committed & (fed.claimed_item != UNKNOWN) & (declared != UNKNOWN)
+        bad &= fed.claimed_item != declared
+        out = []
+        for (key, cell), rows in _groups(fed, bad).items():
+            shown = "; ".join(
+                f"position {int(fed.position[r])} read item {int(fed.claimed_item[r])} instead "
+                f"of item {int(declared[r])}"
+                for r in rows[:SHOWN]
+            )
+            positions = fed.position[rows]
+            out.append(
+                self.violation(
+                    f"the data loader of cell {cell} in {_key_text(ctx, fed.keys[key])} read "
+                    f"{len(rows)} item{_s(len(rows))} other than the declared order says: "
+                    f"{shown}",
+                    location=_location(fed.keys[key], cell),
+                    ids=positions.tolist(),
+                    sample_indices=positions.tolist(),
+                )
+            )
+        return out
+
+    def _duplicates(
+        self,
+        ctx: RunContext,
+        fed: FedSamples,
+        mask: np.ndarray,
+        epochs: np.ndarray,
+        items: np.ndarray,
+        manifest: DatasetManifest | None,
+    ) -> list[Violation]:
+        """Within an epoch, one content trained twice: at two positions, or by two cells."""
+        rows = np.flatnonzero(mask & (epochs != UNKNOWN))
+        if rows.size == 0:
+            return []
+        # ranks of one cell feeding the same position (tensor or context parallel) count once
+        table = np.stack(
+            [epochs[rows], fed.fingerprint[rows], fed.position[rows], fed.cell[rows]], axis=1
+        )
+        uniq, first = np.unique(table, axis=0, return_index=True)
+        rows = rows[first]
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for (epoch, fp, _, _), row in zip(uniq.tolist(), rows.tolist(), strict=True):
+            groups[(epoch, fp)].append(row)
+        out = []
+        for (epoch, _), members in sorted(groups.items()):
+            if len(members) < 2:
+                continue
+            positions = sorted({int(fed.position[r]) for r in members})
+            cells = sorted({int(fed.cell[r]) for r in members})
+            by_two_cells = len(positions) < len(members)
+            if not by_two_cells:
+                named = {int(items[r]) for r in members}
+                if UNKNOWN not in named and len(named) == 1:
+                    continue  # the declared order itself repeats the item (a padded epoch)
+                if manifest is not None:
+                    continue  # each matched its own item: the dataset holds equal items
+            item = sorted({int(items[r]) for r in members} - {UNKNOWN})
+            where = ", ".join(
+                f"position {int(fed.position[r])}"
+                + (f" (item {int(items[r])})" if len(item) > 1 else "")
+                + f" by cell {int(fed.cell[r])} in {_key_text(ctx, fed.keys[int(fed.key[r])])}"
+                for r in members[:SHOWN]
+            )
+            what = f"item {item[0]}" if len(item) == 1 else "the same content"
+            k = fed.keys[int(fed.key[members[0]])]
+            out.append(
+                self.violation(
+                    f"{what} was trained {len(members)} times in epoch {epoch}"
+                    + (f" by cells {', '.join(map(str, cells))}" if by_two_cells else "")
+                    + f": {where}; the same data reached the model twice",
+                    location=Location(step=k[1], attempt=k[2], incarnation=k[0]),
+                    ids=positions,
+                    sample_indices=positions,
+                )
+            )
+            if len(out) >= MAX_IDS:
+                break
+        return out
+
+    def _coverage(self, ctx: RunContext, fed: FedSamples, committed: np.ndarray) -> list[Violation]:
+        """Committed samples without a fingerprint, and fed samples outside the allocation."""
+        by_key: dict[StepKey, np.ndarray] = {}
+        for key_index in np.unique(fed.key[committed]).tolist():
+            by_key[fed.keys[key_index]] = np.unique(fed.position[fed.key == key_index])
+        normal = {s.key: all(c.all_normal for c in s.cells.values()) for s in ctx.committed}
+        out = []
+        for a in ctx.allocations:
+            if a.key not in ctx.committed_keys or a.num_ids == 0:
+                continue
+            allocated = a.sample_indices.to_array()
+            seen = by_key.get(a.key, np.empty(0, dtype=np.int64))
+            missing = np.setdiff1d(allocated, seen)
+            extra = np.setdiff1d(seen, allocated)
+            where = _key_text(ctx, a.key)
+            if missing.size and normal.get(a.key, False):
+                out.append(
+                    self.violation(
+                        f"{missing.size} sample{_s(missing.size)} "
+                        f"{ctx.describe_samples(missing)} of {where} "
+                        "were trained without a fingerprint: no rank logged what it fed for "
+                        f"{'them' if missing.size != 1 else 'it'}",
+                        location=Location(a.step, a.attempt, a.incarnation),
+                        ids=missing.tolist(),
+                        sample_indices=missing.tolist(),
+                    )
+                )
+            if extra.size:
+                out.append(
+                    self.violation(
+                        f"{extra.size} sample{_s(extra.size)} {ctx.describe_samples(extra)} "
+                        f"fed in {where} {'were' if extra.size != 1 else 'was'} not allocated "
+                        "to it: a rank trained data the driver did not hand out",
+                        location=Location(a.step, a.attempt, a.incarnation),
+                        ids=extra.tolist(),
+                        sample_indices=extra.tolist(),
+                    )
+                )
+        return out
+
+    def _agreement(
+        self, ctx: RunContext, fed: FedSamples, explained: np.ndarray
+    ) -> list[Violation]:
+        """Every feeding of one position (any cell, attempt, incarnation) has one content."""
+        if not len(fed):
+            return []
+        order = np.lexsort((fed.fingerprint, fed.position))
+        pos, fp = fed.position[order], fed.fingerprint[order]
+        clash = (pos[1:] == pos[:-1]) & (fp[1:] != fp[:-1])
+        skip = set(fed.position[explained].tolist())
+        conflicted = sorted(set(pos[1:][clash].tolist()) - skip)
+        groups: dict[tuple[StepKey, StepKey], list[tuple[int, int, int]]] = defaultdict(list)
+        lo = np.searchsorted(pos, conflicted, side="left")
+        hi = np.searchsorted(pos, conflicted, side="right")
+        for p, a0, b0 in zip(conflicted, lo.tolist(), hi.tolist(), strict=True):
+            rows = np.sort(order[a0:b0])  # in logging order: the first feeding is the base
+            base = rows[0]
+            other = next(r for r in rows[1:] if fed.fingerprint[r] != fed.fingerprint[base])
+            a, b = fed.keys[int(fed.key[base])], fed.keys[int(fed.key[other])]
+            groups[(a, b)].append((p, int(fed.cell[base]), int(fed.cell[other])))
+        out = []
+        for (a, b), hits in groups.items():
+            positions = [p for p, _, _ in hits]
+            arr = np.asarray(positions, dtype=np.int64)
+            cells_a = sorted({c for _, c, _ in hits})
+            cells_b = sorted({c for _, _, c in hits})
+            same_attempt = a == b
+            severity = (
+                Severity.WARNING
+                if not same_attempt and a[0] != b[0] and ctx.deterministic_order is False
+                else Severity.ERROR
+            )
+            if same_attempt:
+                both = " and ".join(map(str, sorted(set(cells_a) | set(cells_b))))
+                text = f"cells {both} fed different content in {_key_text(ctx, a)}"
+            else:
+                text = (
+                    f"{_key_text(ctx, b)} (cell {_items_text(cells_b)}) fed different content "
+                    f"than {_key_text(ctx, a)} (cell {_items_text(cells_a)})"
+                )
+            out.append(
+                self.violation(
+                    f"{text} for {arr.size} sample{_s(arr.size)} "
+                    f"{ctx.describe_samples(arr)}: one sample index, two data",
+                    location=Location(
+                        b[1], b[2], b[0], cell=cells_b[0] if len(cells_b) == 1 else None
+                    ),
+                    ids=positions,
+                    sample_indices=positions,
+                    severity=severity,
+                )
+            )
+        return out
+
+
+_NO_MANIFEST = (
+    "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
+    "content for a sample index, not that it is the dataset's item"
+)
+
+
+def _groups(fed: FedSamples, mask: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for row in np.flatnonzero(mask).tolist():
+        groups[(int(fed.key[row]), int(fed.cell[row]))].append(row)
+    return dict(sorted(groups.items(), key=lambda kv: fed.keys[kv[0][0]][1:] + kv[0]))
+
+
+def _key_text(ctx: RunContext, key: StepKey) -> str:
+    return ctx.describe_key(key)
+
+
+def _location(key: StepKey, cell: int) -> Location:
+    return Location(step=key[1], attempt=key[2], incarnation=key[0], cell=cell)
+
+
+def _items_text(items: list[int]) -> str:
+    shown = ", ".join(map(str, items[:3]))
+    return shown + (f" (and {len(items) - 3} more)" if len(items) > 3 else "")
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
