@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,6 +67,21 @@ class DataIdentity(Rule):
 
     code = "FT008"
     name = "data-identity"
+    kinds: ClassVar[dict[str, str]] = {
+        "wrong_content": "a committed sample's content is not the dataset item its index maps to",
+        "wrong_item": "the loader read another item than the declared order maps the index to",
+        "duplicate_content": "one content trained twice in an epoch (two indices or two cells)",
+        "content_disagrees": "one sample index fed with two different contents",
+        "unfingerprinted": "a committed sample of an all-normal attempt has no fingerprint",
+        "unallocated": "a rank fed a sample index its attempt did not allocate",
+        "order_changed": "an incarnation declared another order for an epoch than an earlier one",
+        "loader_not_restored": "a resumed loader's position, epoch or seed differs from the saved",
+        "loader_state_wrong": "a saved loader position is not where the committed stream stood",
+        "dataset_changed": "incarnations declared different dataset manifests",
+        "dataset_size": "the declared dataset size differs from the manifest's",
+        "manifest_missing": "the manifest the run names cannot be found (agreement checked only)",
+        "manifest_unusable": "the manifest the run names is damaged or foreign",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         fed = load_fed(ctx)
@@ -113,6 +129,7 @@ class DataIdentity(Rule):
                         f"incarnation {other.incarnation} declared dataset manifest "
                         f"{other.digest[:16]} but incarnation {first.incarnation} declared "
                         f"{first.digest[:16]}: the run changed its dataset",
+                        kind="dataset_changed",
                         location=Location(incarnation=other.incarnation),
                     )
                 )
@@ -120,7 +137,11 @@ class DataIdentity(Rule):
         try:
             manifest = find_manifest(ctx.session.run_dir, first.digest, extra)
         except ManifestError as exc:
-            problems.append(self.violation(f"the run's dataset manifest is unusable: {exc}"))
+            problems.append(
+                self.violation(
+                    f"the run's dataset manifest is unusable: {exc}", kind="manifest_unusable"
+                )
+            )
             return _Found(None, _NO_MANIFEST, tuple(problems))
         if manifest is None:
             problems.append(
@@ -130,6 +151,7 @@ class DataIdentity(Rule):
                     "nor given with --data-manifest: fingerprints were checked for agreement "
                     "only",
                     severity=Severity.WARNING,
+                    kind="manifest_missing",
                 )
             )
             return _Found(None, _NO_MANIFEST, tuple(problems))
@@ -137,7 +159,8 @@ class DataIdentity(Rule):
             problems.append(
                 self.violation(
                     f"the run declares a dataset of {ctx.dataset_size} items but its manifest "
-                    f"{manifest.digest[:16]} holds {manifest.size}"
+                    f"{manifest.digest[:16]} holds {manifest.size}",
+                    kind="dataset_size",
                 )
             )
         note = f"checked against dataset manifest {manifest.digest[:16]}"
@@ -173,6 +196,7 @@ class DataIdentity(Rule):
                     f"{order.epoch} than incarnation {ref.incarnation}{seeds}: "
                     f"{int(differ.size)} of {n} positions map to other items; {example}. "
                     "The loader's shuffle state (seed, epoch or generator) was not restored",
+                    kind="order_changed",
                     location=Location(incarnation=order.incarnation),
                     severity=self._severity(ctx),
                 )
@@ -207,6 +231,7 @@ class DataIdentity(Rule):
                         f"incarnation {s.incarnation} resumed its data loader from checkpoint "
                         f"{s.iteration} with {', '.join(diffs)} (saved by incarnation "
                         f"{source}): the loader state was not restored",
+                        kind="loader_not_restored",
                         location=Location(step=s.iteration, incarnation=s.incarnation),
                     )
                 )
@@ -237,6 +262,7 @@ class DataIdentity(Rule):
                         f"{inc}) reads next from stream position {s.position}, but the "
                         f"committed steps up to {iteration} consumed positions up to {last}: "
                         "a resume from it feeds other items than the sample indices say",
+                        kind="loader_state_wrong",
                         location=Location(step=iteration, incarnation=inc),
                     )
                 )
@@ -283,6 +309,7 @@ class DataIdentity(Rule):
                     f"{_key_text(ctx, fed.keys[key])} {'are' if len(rows) != 1 else 'is'} not "
                     f"the dataset item{_s(len(rows))} {'their' if len(rows) != 1 else 'its'} "
                     f"sample index names: {'; '.join(parts)}{more}",
+                    kind="wrong_content",
                     location=_location(fed.keys[key], cell),
                     ids=positions.tolist(),
                     sample_indices=positions.tolist(),
@@ -312,6 +339,7 @@ class DataIdentity(Rule):
                     f"the data loader of cell {cell} in {_key_text(ctx, fed.keys[key])} read "
                     f"{len(rows)} item{_s(len(rows))} other than the declared order says: "
                     f"{shown}",
+                    kind="wrong_item",
                     location=_location(fed.keys[key], cell),
                     ids=positions.tolist(),
                     sample_indices=positions.tolist(),
@@ -368,6 +396,7 @@ class DataIdentity(Rule):
                     f"{what} was trained {len(members)} times in epoch {epoch}"
                     + (f" by cells {', '.join(map(str, cells))}" if by_two_cells else "")
                     + f": {where}; the same data reached the model twice",
+                    kind="duplicate_content",
                     location=Location(step=k[1], attempt=k[2], incarnation=k[0]),
                     ids=positions,
                     sample_indices=positions,
@@ -399,6 +428,7 @@ class DataIdentity(Rule):
                         f"{ctx.describe_samples(missing)} of {where} "
                         "were trained without a fingerprint: no rank logged what it fed for "
                         f"{'them' if missing.size != 1 else 'it'}",
+                        kind="unfingerprinted",
                         location=Location(a.step, a.attempt, a.incarnation),
                         ids=missing.tolist(),
                         sample_indices=missing.tolist(),
@@ -410,6 +440,7 @@ class DataIdentity(Rule):
                         f"{extra.size} sample{_s(extra.size)} {ctx.describe_samples(extra)} "
                         f"fed in {where} {'were' if extra.size != 1 else 'was'} not allocated "
                         "to it: a rank trained data the driver did not hand out",
+                        kind="unallocated",
                         location=Location(a.step, a.attempt, a.incarnation),
                         ids=extra.tolist(),
                         sample_indices=extra.tolist(),
@@ -461,6 +492,7 @@ class DataIdentity(Rule):
                 self.violation(
                     f"{text} for {arr.size} sample{_s(arr.size)} "
                     f"{ctx.describe_samples(arr)}: one sample index, two data",
+                    kind="content_disagrees",
                     location=Location(
                         b[1], b[2], b[0], cell=cells_b[0] if len(cells_b) == 1 else None
                     ),
