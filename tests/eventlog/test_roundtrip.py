@@ -40,6 +40,7 @@ from ftaudit.eventlog import (
     read_records,
     step_context,
 )
+from ftaudit.eventlog.events import WitnessCleared
 
 ONE_OF_EACH: list[Event] = [
     RunStarted(
@@ -107,6 +108,7 @@ ONE_OF_EACH: list[Event] = [
         fingerprints=[-(2**63), 0, 2**63 - 1],
         items=[12, 3, 7],
     ),
+    WitnessCleared(step=7, attempt=1, cell=1, stale_ids=IntRuns(starts=[3], lengths=[2])),
     DataOrder(epoch=1, start=16, items=[3, 0, 2, 1], dataset_size=4, seed=7, shuffle=True),
     DataManifest(digest="ab" * 32, dataset_size=4, algorithm="blake2b-64/ftaudit-fp1"),
     LoaderState(iteration=7, when=LoaderWhen.SAVED, position=24, epoch=1, seed=7),
