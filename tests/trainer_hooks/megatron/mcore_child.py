@@ -1,12 +1,16 @@
 """One rank of a 2-process megatron-core run over gloo (driven by the tests beside it).
 
-Usage: mcore_child.py SCENARIO RANK PORT OUT_DIR
+Usage: mcore_child.py SCENARIO RANK PORT OUT_DIR [WORLD]
 
 - ``dp``: DP=2 with the DistributedOptimizer (in a ChainedOptimizer): trained rows, a
   witness straddling the shard boundary, stale clearing everywhere, refusals, a
   dist_checkpointing round trip, and two hooked runs (clean, leaked retry) for the verifier.
 - ``tp``: TP=2 with sequence parallelism (Float16OptimizerWithFloat16Params), then PP=2
-  with two virtual chunks per stage for the checkpoint keys.
+  with two virtual chunks per stage for the checkpoint keys, then PP=2 through megatron's
+  pipeline schedule (``get_forward_backward_func``, 1F1B with 2 micro-batches), the ids
+  entered per micro-batch in ``forward_step_func``: hooked runs (clean, and with a
+  discarded attempt applied) for the verifier. (One run: megatron's import is the cost.)
+- ``tpdp`` (4 processes): TP=2 x DP=2 with the DistributedOptimizer: rows, clearing.
 
 Each rank writes ``OUT_DIR/<scenario>_rank<RANK>.json``: facts measured on real tensors,
 asserted on by the tests. Megatron runs on the CPU through the test-only ``cpu_compat``.
@@ -47,6 +51,7 @@ from megatron.core.distributed import (  # noqa: E402
 from megatron.core.models.gpt import GPTModel  # noqa: E402
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec  # noqa: E402
 from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # noqa: E402
+from megatron.core.pipeline_parallel import get_forward_backward_func  # noqa: E402
 from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed  # noqa: E402
 from megatron.core.transformer.module import Float16Module  # noqa: E402
 from megatron.core.transformer.transformer_block import TransformerBlockSubmodules  # noqa: E402
@@ -56,6 +61,7 @@ from ftaudit.trainer_hooks import DriverSession, ranks  # noqa: E402
 from ftaudit.trainer_hooks.megatron import (  # noqa: E402
     MegatronWitnessClearer,
     MegatronWitnesses,
+    UnsupportedMegatronSetupError,
     install_megatron_witnesses,
     megatron_state_hashes,
 )
@@ -67,7 +73,9 @@ from ftaudit.trainer_hooks.torch import (  # noqa: E402
     without_witnesses,
 )
 
-WORLD, SEQ, VOCAB, HIDDEN = 2, 8, 64, 16
+SEQ, VOCAB, HIDDEN = 8, 64, 16
+WORLD = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+"""Processes of this run: 2, or 4 for the TP=2 x DP=2 scenario."""
 
 
 class SequenceParallelNorm(torch.nn.LayerNorm):
@@ -136,6 +144,9 @@ def build(
     sequence_parallel: bool = False,
     distributed_optimizer: bool = True,
     witnesses: bool = True,
+    pp: int = 1,
+    fsdp: bool = False,
+    **extra: Any,
 ) -> Trainer:
     """A 2-layer bf16 GPTModel with witnesses, Float16Module, DDP and megatron's optimizer."""
     model_parallel_cuda_manual_seed(seed)
@@ -151,6 +162,9 @@ def build(
         attention_dropout=0.0,
         tensor_model_parallel_size=tp,
         sequence_parallel=sequence_parallel,
+        pipeline_model_parallel_size=pp,
+        pipeline_dtype=torch.bfloat16 if pp > 1 else None,
+        **extra,
     )
     layer: Any = get_gpt_layer_local_spec()
     if sequence_parallel:
@@ -164,6 +178,8 @@ def build(
         transformer_layer_spec=layer,
         vocab_size=VOCAB,
         max_sequence_length=SEQ,
+        pre_process=parallel_state.is_pipeline_first_stage(),
+        post_process=parallel_state.is_pipeline_last_stage(),
     )
     installed = install_megatron_witnesses(gpt, buffer_size) if witnesses else None
     ddp = DistributedDataParallel(
@@ -172,6 +188,7 @@ def build(
             use_distributed_optimizer=distributed_optimizer,
             grad_reduce_in_fp32=True,
             bucket_size=None,
+            use_megatron_fsdp=fsdp,
         ),
         Float16Module(config, gpt),
     )
@@ -356,6 +373,25 @@ def dp_refusals(facts: dict[str, Any]) -> None:
         MegatronWitnessClearer(late_witnesses, late.optimizer).snapshot()
     except UnsupportedOptimizerError as err:
         facts["refused_late_install"] = str(err)
+    # CUDA graphs: refused when the witnesses are installed (Transformer Engine's graphs
+    # build on the CPU; megatron's own "local" ones need CUDA's RNG tracker)
+    try:
+        build(64, seed=2, cuda_graph_impl="transformer_engine")
+    except UnsupportedMegatronSetupError as err:
+        facts["refused_cuda_graphs"] = str(err)
+    # Megatron-FSDP's DistributedOptimizer (megatron builds it from the DDP config; the
+    # FSDP model wrapper itself needs CUDA): refused when the clearer is built
+    fsdp = build(64, seed=2, fsdp=True)
+    facts["fsdp_optimizer_has_groups"] = hasattr(
+        fsdp.optimizer.chained_optimizers[0]
+        if hasattr(fsdp.optimizer, "chained_optimizers")
+        else fsdp.optimizer,
+        "model_float16_groups",
+    )
+    try:
+        MegatronWitnessClearer(fsdp.witnesses, fsdp.optimizer)
+    except UnsupportedMegatronSetupError as err:
+        facts["refused_megatron_fsdp"] = str(err)
 
 
 def dp_hooked_run(rank: int, run_dir: Path, leak: bool) -> dict[str, Any]:
@@ -526,12 +562,181 @@ def scenario_tp(rank: int, out_dir: Path) -> dict[str, Any]:
         tp_sequence_parallel(rank, facts)
     with timed(facts, "pp_checkpoint_keys"):
         pp_checkpoint_keys(facts)
+    with timed(facts, "pp_schedule"):
+        pp_schedule(rank, facts, out_dir)
+    return facts
+
+
+# -- PP=2 through megatron's pipeline schedule ----------------------------------------------
+
+MICRO, MICRO_BATCH = 2, 2
+"""Micro-batches per step and samples per micro-batch of the pipelined runs."""
+
+
+def pp_forward_backward(
+    trainer: Trainer, hooks: TrainerHooks, micro: list[list[int]], seed: int
+) -> dict[str, Any]:
+    """One pipelined forward+backward (1F1B) over the micro-batches of sample ids ``micro``.
+
+    The witness ids of each micro-batch are entered in ``forward_step_func`` around that
+    micro-batch's forward only; the schedule runs its backward later, outside.
+    """
+    for chunk in trainer.chunks:
+        chunk.zero_grad_buffer()
+    trainer.optimizer.zero_grad()
+    gen = torch.Generator().manual_seed(seed)
+    batches = [
+        (torch.randint(0, VOCAB, (len(ids), SEQ), generator=gen), sample_token_ids(ids, SEQ))
+        for ids in micro
+    ]
+    position = torch.arange(SEQ).unsqueeze(0).expand(MICRO_BATCH, SEQ)
+    mask = torch.triu(torch.ones(1, 1, SEQ, SEQ, dtype=torch.bool), diagonal=1)
+    seen: list[list[int]] = []
+
+    def forward_step(data_iterator: Iterator[Any], model: torch.nn.Module) -> Any:
+        tokens, token_ids = next(data_iterator)
+        seen.append(sorted(set(token_ids.reshape(-1).tolist())))
+        with hooks.batch(token_ids):
+            output = model(tokens, position, mask, labels=tokens)
+
+        def loss_func(output_tensor: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+            loss = output_tensor.float().mean()
+            return loss, {"loss": loss.detach()}
+
+        return output, loss_func
+
+    get_forward_backward_func()(
+        forward_step_func=forward_step,
+        data_iterator=iter(batches),
+        model=trainer.chunks,
+        num_microbatches=len(batches),
+        seq_length=SEQ,
+        micro_batch_size=MICRO_BATCH,
+        forward_only=False,
+    )
+    return {"forward_ids": seen}
+
+
+def pp_hooked_run(rank: int, run_dir: Path, leak: bool) -> dict[str, Any]:
+    """Three pipelined steps through TrainerHooks; step 1's attempt 0 is discarded
+    (``leak``: its optimizer step is applied anyway). Rank 0 (stage 0) plays the driver."""
+    buffer_size, batch = 64, MICRO * MICRO_BATCH
+    driver = None
+    if rank == 0:
+        driver = DriverSession.start(
+            run_dir, buffer_size=buffer_size, dataset_size=1000, deterministic_order=True
+        )
+    dist.barrier()
+    trainer = build(buffer_size, seed=6, pp=2)
+    trainer.config.finalize_model_grads_func = finalize_model_grads
+    clearer = MegatronWitnessClearer(trainer.witnesses, trainer.optimizer)
+    hooks = TrainerHooks.attach(
+        run_dir,
+        0,
+        cell=0,
+        rank=rank,
+        model=trainer.model,
+        optimizer=trainer.optimizer,
+        witnesses=trainer.witnesses,
+        clearer=clearer,
+        hasher=trainer.hashes,
+    )
+    out: dict[str, Any] = {"instances": sorted(trainer.witnesses.instances())}
+    out.update(allocated=[], snapshots=[], forward_ids=[])
+    for step in range(3):
+        attempt = 0
+        while True:
+            message: list[Any] = [None]
+            if driver is not None:
+                info = driver.allocate(step, attempt, range(step * batch, (step + 1) * batch))
+                message = [(info.witness_ids, info.stale_ids)]
+            dist.broadcast_object_list(message, src=0)
+            ids, stale = message[0]
+            out["allocated"].append([step, attempt, ids])
+            micro = [ids[i * MICRO_BATCH : (i + 1) * MICRO_BATCH] for i in range(MICRO)]
+            discard = step == 1 and attempt == 0
+            with hooks.step(step, attempt):
+                seen = pp_forward_backward(trainer, hooks, micro, seed=100 * step + attempt)
+                out["forward_ids"].append([step, attempt, seen["forward_ids"]])
+                if not discard or leak:  # the bug: a discarded attempt is applied
+                    ok, _, _ = trainer.optimizer.step()
+                    assert ok, "the optimizer step was skipped"
+                if discard:
+                    outcome = "discarded_should_retry"
+                else:
+                    snap = hooks.after_optimizer_step(stale, checksum=True)
+                    out["snapshots"].append(
+                        [step, attempt, {k: v.to_list() for k, v in snap.items()}]
+                    )
+                    outcome = "normal"
+            outcomes: list[Any] = [None] * WORLD
+            dist.all_gather_object(outcomes, outcome)
+            decision = [False]
+            if driver is not None:
+                decision = [driver.end_attempt(step, attempt, {0: ranks(*outcomes)})]
+            dist.broadcast_object_list(decision, src=0)
+            if decision[0]:
+                break
+            attempt += 1
+    hooks.close()
+    dist.barrier()
+    if driver is not None:
+        driver.finish()
+    return out
+
+
+def pp_schedule(rank: int, facts: dict[str, Any], out_dir: Path) -> None:
+    """PP=2 (no virtual chunks) through the schedule: a clean and a leaked hooked run."""
+    parallel_state.destroy_model_parallel()
+    parallel_state.initialize_model_parallel(pipeline_model_parallel_size=2)
+    facts["stage"] = parallel_state.get_pipeline_model_parallel_rank()
+    facts["clean_run"] = pp_hooked_run(rank, out_dir / "run_clean", leak=False)
+    facts["leaked_run"] = pp_hooked_run(rank, out_dir / "run_leak", leak=True)
+
+
+# -- TP=2 x DP=2 with the DistributedOptimizer (4 processes) --------------------------------
+
+B_TPDP = 6000
+"""With this B a witness of the TP=2 model is split between the two DP ranks' shards."""
+
+
+def scenario_tpdp(rank: int, out_dir: Path) -> dict[str, Any]:
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)
+    dp_rank = parallel_state.get_data_parallel_rank()
+    facts: dict[str, Any] = {
+        "tp_rank": parallel_state.get_tensor_model_parallel_rank(),
+        "dp_rank": dp_rank,
+        "dp_size": parallel_state.get_data_parallel_world_size(),
+    }
+    with timed(facts, "rows_clearing"):
+        trainer = build(B_TPDP, seed=8, tp=2)
+        clearer = MegatronWitnessClearer(trainer.witnesses, trainer.optimizer)
+        facts["members"] = [type(m).__name__ for m in clearer.members]
+        facts["shards"] = [[s.instance, s.offset, s.main.numel()] for s in clearer.shards()]
+        everyone: list[Any] = [None] * WORLD
+        dist.all_gather_object(everyone, facts["shards"])
+        split = sorted({(n, o) for part in everyone for n, o, _ in part if 0 < o})
+        assert split, f"no witness straddles a DP shard boundary: {everyone}"
+        boundary = split[0][1]
+        facts["boundary"] = [split[0][0], boundary]
+        # both TP ranks of a DP rank train the same samples; the two DP ranks train rows
+        # on either side of the boundary (and the first and last row)
+        trained = [[boundary - 1, 0], [boundary, B_TPDP - 1]]
+        trainer.train([[i] * SEQ for i in trained[dp_rank]], seed=50 + dp_rank)
+        facts["trained"] = sorted(i for part in trained for i in part)
+        facts["step1"] = snapshot(clearer)
+        facts["stale"] = [0, boundary - 1, boundary]
+        clearer.zero(facts["stale"])
+        facts["cleared_places"] = places(trainer, clearer)
+        trainer.train([[100 + dp_rank] * SEQ], seed=60 + dp_rank)
+        facts["step2"] = snapshot(clearer)
     return facts
 
 
 SCENARIOS: dict[str, Callable[[int, Path], dict[str, Any]]] = {
     "dp": scenario_dp,
     "tp": scenario_tp,
+    "tpdp": scenario_tpdp,
 }
 
 

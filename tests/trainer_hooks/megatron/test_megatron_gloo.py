@@ -1,4 +1,4 @@
-"""megatron-core 0.16.1 with witnesses in 2 real gloo processes (``mcore_child.py``).
+"""megatron-core 0.16.1 with witnesses in 2 (or 4) real gloo processes (``mcore_child.py``).
 
 Each scenario is one spawned 2-process run (megatron's import alone takes ~20 s), shared
 by the tests of this module through a module-scoped fixture; the tests assert on what
@@ -31,26 +31,31 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _spawn(scenario: str, out_dir: Path) -> Facts:
-    """Run ``scenario`` on 2 gloo ranks; their facts, rank by rank."""
+def _spawn(scenario: str, out_dir: Path, world: int = 2) -> Facts:
+    """Run ``scenario`` on ``world`` gloo ranks; their facts, rank by rank.
+
+    Generous waits: 4 processes importing megatron on 2 loaded cores take minutes.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # this checkout's src first: the editable install may point at another checkout
+    pythonpath = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(CHILD), scenario, str(rank), str(port), str(out_dir)],
+            [sys.executable, str(CHILD), scenario, str(rank), str(port), str(out_dir), str(world)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for rank in range(2)
+        for rank in range(world)
     ]
     outputs = []
     try:
         for proc in procs:
-            out, _ = proc.communicate(timeout=240)
+            out, _ = proc.communicate(timeout=900)
             outputs.append(out)
     finally:
         for proc in procs:
@@ -58,7 +63,7 @@ def _spawn(scenario: str, out_dir: Path) -> Facts:
                 proc.kill()
     for proc, out in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, out[-6000:]
-    return [json.loads((out_dir / f"{scenario}_rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((out_dir / f"{scenario}_rank{r}.json").read_text()) for r in range(world)]
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +73,25 @@ def dp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Facts, Path]:
 
 
 @pytest.fixture(scope="module")
-def tp(tmp_path_factory: pytest.TempPathFactory) -> Facts:
-    return _spawn("tp", tmp_path_factory.mktemp("megatron_tp"))
+def tp_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Facts, Path]:
+    """TP=2 with SP, then PP=2 with virtual chunks, then PP=2 through the schedule."""
+    out_dir = tmp_path_factory.mktemp("megatron_tp")
+    return _spawn("tp", out_dir), out_dir
+
+
+@pytest.fixture(scope="module")
+def tp(tp_run: tuple[Facts, Path]) -> Facts:
+    return tp_run[0]
+
+
+@pytest.fixture(scope="module")
+def pp(tp_run: tuple[Facts, Path]) -> tuple[Facts, Path]:
+    return tp_run
+
+
+@pytest.fixture(scope="module")
+def tpdp(tmp_path_factory: pytest.TempPathFactory) -> Facts:
+    return _spawn("tpdp", tmp_path_factory.mktemp("megatron_tpdp"), world=4)
 
 
 HEAD, TAIL = "pp0_chunk0.head", "pp0_chunk0.tail"
@@ -145,6 +167,21 @@ def test_unclearable_layouts_are_refused(dp: tuple[Facts, Path]) -> None:
     for rank in facts:
         assert "Adam is not supported" in rank["refused_torch_adam"]
         assert "build the optimizer after installing them" in rank["refused_late_install"]
+
+
+def test_cuda_graphs_and_megatron_fsdp_are_refused_up_front(dp: tuple[Facts, Path]) -> None:
+    facts, _ = dp
+    for rank in facts:
+        # at install: a graphed layer skips nn.Module.__call__, the hooks would never run
+        graphs = rank["refused_cuda_graphs"]
+        assert graphs.startswith(
+            "model chunk 0: CUDA graphs (cuda_graph_impl='transformer_engine')"
+        )
+        assert "hooks never run" in graphs
+        # at the clearer: megatron's DistributedOptimizer for Megatron-FSDP has no groups
+        assert rank["fsdp_optimizer_has_groups"] is False
+        fsdp = rank["refused_megatron_fsdp"]
+        assert "Megatron-FSDP (use_megatron_fsdp=True) is not supported" in fsdp
 
 
 # -- checkpointing -------------------------------------------------------------------------------
@@ -263,3 +300,69 @@ def test_checkpoint_keys_are_unique_per_stage_and_chunk(tp: Facts) -> None:
     # and no key of megatron's own collides with them
     others = [k for rank in tp for k in rank["pp_all_keys"] if "ftaudit_witness" not in k]
     assert not set(flat) & set(others)
+
+
+# -- PP=2 through the pipeline schedule, micro-batches --------------------------------------
+
+
+def test_pipeline_schedule_witnesses_every_micro_batch_on_every_stage(
+    pp: tuple[Facts, Path],
+) -> None:
+    facts, _ = pp
+    for stage, rank in enumerate(facts):
+        head, tail = f"pp{stage}_chunk0.head", f"pp{stage}_chunk0.tail"
+        assert rank["stage"] == stage and rank["clean_run"]["instances"] == [head, tail]
+        # step 0: two micro-batches of two samples, each forward with its own ids
+        assert rank["clean_run"]["forward_ids"][0] == [0, 0, [[0, 1], [2, 3]]]
+        # after the pipelined backward and the step, both micro-batches' rows are set on
+        # both stages (a witness that saw one micro-batch only would miss two ids)
+        assert rank["clean_run"]["snapshots"][0] == [0, 0, {head: [0, 1, 2, 3], tail: [0, 1, 2, 3]}]
+
+
+def test_pipelined_run_with_a_discarded_attempt_verifies(pp: tuple[Facts, Path]) -> None:
+    facts, out_dir = pp
+    report = verify(out_dir / "run_clean")
+    assert report.passed(), json.dumps(report.to_dict(), indent=1)
+    discarded = set(facts[0]["clean_run"]["allocated"][1][2])  # step 1, attempt 0
+    for rank in facts:
+        step, attempt, rows = rank["clean_run"]["snapshots"][1]
+        assert (step, attempt) == (1, 1)
+        assert all(not discarded & set(r) for r in rows.values())
+
+
+def test_pipelined_leak_is_reported_on_both_stages(pp: tuple[Facts, Path]) -> None:
+    facts, out_dir = pp
+    leaked = set(facts[0]["leaked_run"]["allocated"][1][2])
+    violations = _ft004(out_dir / "run_leak")
+    assert violations, "the leaked attempt was not reported"
+    for v in violations:
+        assert set(v.ids) == leaked, v
+        assert "leaked into the weights" in v.message, v.message
+    where = {(v.location.step, v.location.instance) for v in violations}
+    instances = {f"pp{s}_chunk0.{end}" for s in (0, 1) for end in ("head", "tail")}
+    assert where == {(step, i) for step in (1, 2) for i in instances}
+
+
+# -- TP=2 x DP=2 with the DistributedOptimizer (4 processes) --------------------------------
+
+
+def test_tensor_and_data_parallel_ranks_report_every_row(tpdp: Facts) -> None:
+    assert sorted((r["tp_rank"], r["dp_rank"]) for r in tpdp) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    instance, boundary = tpdp[0]["boundary"]
+    for rank in tpdp:
+        assert rank["members"] == ["DistributedOptimizer"] and rank["dp_size"] == 2
+        # the DP ranks step either side of the boundary; both TP ranks of a DP rank alike
+        expected = [instance, 0, boundary] if rank["dp_rank"] == 0 else [instance, boundary]
+        assert any(s[: len(expected)] == expected for s in rank["shards"]), rank["shards"]
+        trained = rank["trained"]
+        assert {boundary - 1, boundary} <= set(trained)
+        assert rank["step1"] == {HEAD: trained, TAIL: trained}
+
+
+def test_tensor_and_data_parallel_clearing(tpdp: Facts) -> None:
+    for rank in tpdp:
+        stale = set(rank["stale"])
+        for place, nonzero in rank["cleared_places"].items():
+            assert not stale & set(nonzero), place
+        # cleared rows stay zero after the next step; the kept row and the new ones are set
+        assert rank["step2"] == {HEAD: [100, 101, 5999], TAIL: [100, 101, 5999]}

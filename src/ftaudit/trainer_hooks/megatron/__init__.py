@@ -8,6 +8,8 @@ Imports megatron-core (extra ``megatron``, pinned ``megatron-core==0.16.1``) and
 - :class:`MegatronWitnessClearer` reads the rows from the fp32 main params (shard
   offsets mapped to global rows) and clears stale rows in the param, the main-param
   shard and Adam's moments; pass it to ``TrainerHooks(..., clearer=...)``.
+- Refused up front with :class:`UnsupportedMegatronSetupError`: CUDA graphs (the witness
+  hooks would never run) and Megatron-FSDP (no main-param groups to read rows from).
 - :func:`megatron_state_hashes` for weight checksums (witnesses included); exclude
   witnesses from weight export with :func:`ftaudit.trainer_hooks.torch.is_witness_name`.
 """
@@ -18,6 +20,7 @@ from ftaudit.trainer_hooks.megatron.clearing import (
     MegatronWitnessClearer,
     RowShard,
 )
+from ftaudit.trainer_hooks.megatron.support import UnsupportedMegatronSetupError
 from ftaudit.trainer_hooks.megatron.witnesses import MegatronWitnesses, install_megatron_witnesses
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "MegatronWitnessClearer",
     "MegatronWitnesses",
     "RowShard",
+    "UnsupportedMegatronSetupError",
     "install_megatron_witnesses",
     "megatron_state_hashes",
 ]

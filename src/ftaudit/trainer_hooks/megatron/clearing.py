@@ -14,7 +14,8 @@ Supported: ``DistributedOptimizer``, ``Float16OptimizerWithFloat16Params``,
 ``SGD`` or the fused Adams of Apex and Transformer Engine (state ``exp_avg`` and
 ``exp_avg_sq``). Anything else (the precision-aware optimizer that keeps main params
 inside Transformer Engine, CPU offloading, the layer-wise optimizer) is refused with
-:class:`~ftaudit.trainer_hooks.torch.UnsupportedOptimizerError`.
+:class:`~ftaudit.trainer_hooks.torch.UnsupportedOptimizerError`; Megatron-FSDP with
+:class:`~ftaudit.trainer_hooks.megatron.UnsupportedMegatronSetupError`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from megatron.core.optimizer import ChainedOptimizer, DistributedOptimizer, Mega
 from megatron.core.optimizer.optimizer import Float16OptimizerWithFloat16Params, FP32Optimizer
 
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.trainer_hooks.megatron.support import refuse_megatron_fsdp
 from ftaudit.trainer_hooks.megatron.witnesses import MegatronWitnesses
 from ftaudit.trainer_hooks.torch.clearing import (
     UnsupportedOptimizerError,
@@ -61,7 +63,10 @@ class RowShard:
 def _members(optimizer: Any) -> list[MegatronOptimizer]:
     if type(optimizer) is ChainedOptimizer:
         return [m for opt in optimizer.chained_optimizers for m in _members(opt)]
-    if isinstance(optimizer, DistributedOptimizer | Float16OptimizerWithFloat16Params):
+    if isinstance(optimizer, DistributedOptimizer):
+        refuse_megatron_fsdp(getattr(optimizer, "ddp_config", None), "the DistributedOptimizer")
+        return [optimizer]
+    if isinstance(optimizer, Float16OptimizerWithFloat16Params):
         return [optimizer]
     if isinstance(optimizer, FP32Optimizer):
         return [optimizer]

@@ -17,6 +17,7 @@ import torch
 from megatron.core import parallel_state, tensor_parallel
 from torch import nn
 
+from ftaudit.trainer_hooks.megatron.support import refuse_cuda_graphs
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
     TokenRegion,
@@ -80,7 +81,8 @@ def install_megatron_witnesses(
     ``model`` is the GPTModel, or the list of virtual-pipeline chunks, as built for this
     rank (``parallel_state`` initialised). Call it before ``Float16Module``, DDP and the
     optimizer (a later ``Float16Module`` turns the witness rows into bf16 like every
-    parameter; the distributed optimizer then keeps their fp32 main copy).
+    parameter; the distributed optimizer then keeps their fp32 main copy). A chunk
+    configured for CUDA graphs is refused (:mod:`ftaudit.trainer_hooks.megatron.support`).
     """
     chunks = [model] if isinstance(model, nn.Module) else list(model)
     if not chunks:
@@ -92,6 +94,7 @@ def install_megatron_witnesses(
             raise ValueError(f"model chunk {index} already has witnesses installed")
         layers = _layers(chunk, index)
         config = getattr(chunk, "config", None)
+        refuse_cuda_graphs(config, f"model chunk {index}")
         region: TokenRegion | None = None
         if getattr(config, "sequence_parallel", False):
             region = tensor_parallel.scatter_to_sequence_parallel_region
