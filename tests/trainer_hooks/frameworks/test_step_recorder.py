@@ -144,3 +144,18 @@ def test_core_imports_no_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_portable_rng_states_load_with_weights_only(tmp_path: Path) -> None:
+    from ftaudit.trainer_hooks.torch.extra_state import (
+        portable_rng_states,
+        restore_portable_rng_states,
+    )
+
+    saved, before = portable_rng_states(), rng_hashes()
+    torch.save({"rng": saved}, tmp_path / "s.pt")
+    np.random.rand(3)
+    torch.rand(2)
+    loaded = torch.load(tmp_path / "s.pt", weights_only=True)
+    restore_portable_rng_states(loaded["rng"])
+    assert rng_hashes() == before

@@ -78,6 +78,30 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
                 torch.cuda.set_rng_state(states[f"cuda{i}"], i)
 
 
+def portable_rng_states() -> dict[str, Any]:
+    """:func:`rng_states` as tensors, ints and lists only, so that a checkpoint holding
+    them loads with ``torch.load(weights_only=True)`` (numpy's state is an array)."""
+    states = rng_states()
+    name, keys, pos, has_gauss, gauss = states["numpy"]
+    version, internal, python_gauss = states["python"]
+    states["numpy"] = [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss]
+    states["python"] = [version, list(internal), python_gauss]
+    return states
+
+
+def restore_portable_rng_states(states: Mapping[str, Any]) -> None:
+    """Restore what :func:`portable_rng_states` returned."""
+    name, keys, pos, has_gauss, gauss = states["numpy"]
+    version, internal, python_gauss = states["python"]
+    set_rng_states(
+        {
+            **states,
+            "numpy": (name, keys.numpy().astype(np.uint32), pos, has_gauss, gauss),
+            "python": (version, tuple(internal), python_gauss),
+        }
+    )
+
+
 def prefixed_hashes(prefix: str, state: Mapping[str, Any]) -> dict[str, str]:
     """One hash per top-level entry of ``state``, named ``<prefix>/<key>``."""
     return {f"{prefix}/{key}": object_hash(value) for key, value in state.items()}

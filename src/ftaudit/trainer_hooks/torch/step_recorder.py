@@ -119,9 +119,12 @@ class StepRecorder:
         dist.broadcast_object_list(box, src=0, group=self._group)
         return box[0]
 
-    def _gather(self, value: Any) -> list[Any]:
+    def gather(self, value: Any) -> list[Any]:
+        """*Collective.* Every rank's ``value``, in rank order (over the gloo group)."""
         if not self.distributed:
             return [value]
+        if self._group is None:
+            self._group = dist.new_group(backend="gloo")
         out: list[Any] = [None] * self.world_size
         dist.all_gather_object(out, value, group=self._group)
         return out
@@ -142,8 +145,7 @@ class StepRecorder:
         (None for a fresh start). ``extra_hashes`` gives the hashes of the state outside
         model and optimizer (RNG, scheduler, data position) at save and at load.
         """
-        if self.distributed and self._group is None:
-            self._group = dist.new_group(backend="gloo")
+        self.gather(None)  # every rank is here (and the gloo group exists)
         header: tuple[int, list[int], CheckpointRef | None] | None = None
         if self.is_driver:
             self.driver = DriverSession.start(
@@ -174,6 +176,7 @@ class StepRecorder:
             hasher=lambda: {**state_hashes(model, opt), **extra_hashes()},
         )
         self._pending_load = self.resume_from is not None
+        self.first_step = self.resume_from.iteration + 1 if self.resume_from is not None else 0
 
     @property
     def incarnation(self) -> int:
@@ -214,7 +217,7 @@ class StepRecorder:
         and makes it durable before any rank trains with the ids.
         """
         hooks = self._require()
-        gathered = self._gather([int(s) for s in samples])
+        gathered = self.gather([int(s) for s in samples])
         info: WitnessInfo | None = None
         if self.is_driver:
             assert self.driver is not None
@@ -247,7 +250,7 @@ class StepRecorder:
         """*Collective.* Every rank's evidence is durable: rank 0 commits the step."""
         hooks = self._require()
         hooks.flush()
-        self._gather("normal")  # each rank reports only after its snapshot is durable
+        self.gather("normal")  # each rank reports only after its snapshot is durable
         if self.is_driver and self._last is not None:
             assert self.driver is not None
             self.driver.end_attempt(
@@ -268,20 +271,26 @@ class StepRecorder:
 
     # -- checkpoints ---------------------------------------------------------------------
 
+    def _save_step(self, iteration: int) -> int:
+        # a framework may save again the state it resumed from (Lightning does, right after
+        # a resume at a save interval): log it in this incarnation's first step, never in
+        # a step before its resume point
+        return max(iteration, self.first_step)
+
     def log_save(self, iteration: int, path: str) -> None:
         """This rank's ``at_save`` checksums and its checkpoint snapshot (not yet complete)."""
         hooks = self._require()
         ref = CheckpointRef(iteration=iteration, incarnation=self.incarnation)
-        with step_context(iteration, ATTEMPT):
+        with step_context(self._save_step(iteration), ATTEMPT):
             hooks.log_checksums(ChecksumWhen.AT_SAVE, checkpoint=ref)
             hooks.run.record_checkpoint(iteration, path=path, source=hooks.identity)
 
     def checkpoint_durable(self, iteration: int, path: str) -> None:
         """*Collective.* Every rank saved ``iteration``: rank 0 marks it complete."""
-        self._gather(iteration)
+        self.gather(iteration)
         if self.is_driver:
             assert self.driver is not None
-            with step_context(iteration, ATTEMPT):
+            with step_context(self._save_step(iteration), ATTEMPT):
                 self.driver.record_checkpoint(iteration, path=path)
 
     def finish(self, status: RunStatus = RunStatus.COMPLETED) -> None:
