@@ -24,6 +24,10 @@ class CorruptSegmentError(UnusableInputError):
         self.reason = reason
 
 
+class RunFileError(UnusableInputError, ValueError):
+    """A run directory's ``run.json`` is missing or does not hold a valid run id."""
+
+
 class UnknownEventTypeError(UnusableInputError):
     """A segment holds an event type that no registered model describes."""
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 
+from ftaudit.errors import RunFileError
 from ftaudit.eventlog.events import (
     CheckpointRef,
     CheckpointSaved,
@@ -27,18 +29,49 @@ RUN_FILE = "run.json"
 INCARNATIONS_DIR = "incarnations"
 
 
-def _run_id(root: Path) -> str:
-    """The run's id, created on first use (O_EXCL, so concurrent starters agree)."""
+RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")
+"""What a run id looks like: ftaudit writes 32 hex digits; a user may choose another name."""
+
+
+def read_run_id(root: Path) -> str:
+    """The run id that ``RUN_DIR/run.json`` holds; raises :class:`RunFileError` naming the
+    file and what is wrong with it (missing, not JSON, no string ``run_id``)."""
     path = root / RUN_FILE
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return json.loads(path.read_text())["run_id"]
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: missing (every run directory has one)") from None
+    except (OSError, ValueError) as exc:
+        raise RunFileError(f"{path}: not readable JSON ({exc})") from None
+    run_id = data.get("run_id") if isinstance(data, dict) else None
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise RunFileError(
+            f"{path}: 'run_id' must be a string of letters, digits, '.', '_' or '-' "
+            f"(at most 128), not {run_id!r}"
+        )
+    return run_id
+
+
+def _run_id(root: Path) -> str:
+    """The run's id, created on first use: written whole to a temp file, then linked into
+    place (``link`` fails if the file exists), so concurrent starters agree and none ever
+    reads a half-written ``run.json``."""
+    path = root / RUN_FILE
+    if path.exists():
+        return read_run_id(root)
     run_id = uuid.uuid4().hex
-    with os.fdopen(fd, "w") as f:
-        json.dump({"run_id": run_id}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    tmp = root / f".{RUN_FILE}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump({"run_id": run_id}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return read_run_id(root)  # another starter won
+    finally:
+        tmp.unlink(missing_ok=True)
     fsync_dir(root)
     return run_id
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import ClassVar
 
 import pyarrow.parquet as pq
 
+from ftaudit.errors import RunFileError
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
+from ftaudit.eventlog.run import RUN_FILE, read_run_id
 from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
@@ -77,6 +79,7 @@ class LogIntegrity(Rule):
         "torn_segment": "a temp file left by a writer that crashed while flushing",
         "truncated_tail": "a writer's log ends before what a checkpoint recorded as durable",
         "foreign_segment": "a segment of another run is mixed in",
+        "bad_run_file": "run.json is missing, invalid, or names another run than the segments",
         "duplicate_start": "an incarnation logged more than one start",
         "bad_resume_point": "an incarnation resumes from a checkpoint that is not earlier",
         "unsaved_checkpoint": "an incarnation resumed from a checkpoint never completely saved",
@@ -91,6 +94,7 @@ class LogIntegrity(Rule):
             *self._torn(ctx.scan.torn),
             *self._tails(ctx, segments),
             *self._run_ids(segments),
+            *self._run_file(ctx, segments),
             *self._resumes(ctx),
         ]
         return Outcome(len(segments), tuple(violations))
@@ -286,6 +290,24 @@ class LogIntegrity(Rule):
             if run_id != main
             for info in infos
         ]
+
+    def _run_file(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """``run.json`` holds a valid run id, the one the segments carry."""
+        try:
+            run_id = read_run_id(ctx.scan.run_dir)
+        except RunFileError as exc:
+            return [self.violation(str(exc), kind="bad_run_file")]
+        ids = Counter(info.meta.run_id for info in segments)
+        if ids and run_id not in ids:
+            theirs = ids.most_common(1)[0][0]
+            return [
+                self.violation(
+                    f"{ctx.scan.run_dir / RUN_FILE}: names run {run_id}, but the segments "
+                    f"belong to run {theirs}: the file was replaced or the run copied over",
+                    kind="bad_run_file",
+                )
+            ]
+        return []
 
     def _resumes(self, ctx: RunContext) -> list[Violation]:
         out = []
