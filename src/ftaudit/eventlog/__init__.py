@@ -35,7 +35,13 @@ from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.reader import read_records, scan_run
 from ftaudit.eventlog.record import Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry, register_event
-from ftaudit.eventlog.run import RunLog, find_checkpoint
+from ftaudit.eventlog.run import (
+    CompleteCheckpoint,
+    RunLog,
+    complete_checkpoints,
+    find_checkpoint,
+    latest_checkpoint,
+)
 from ftaudit.eventlog.writer import EventWriter, WriterOptions, WriterStats, flush_all
 
 __all__ = [
@@ -45,6 +51,7 @@ __all__ = [
     "CheckpointRef",
     "CheckpointSaved",
     "ChecksumWhen",
+    "CompleteCheckpoint",
     "DataManifest",
     "DataOrder",
     "Driver",
@@ -78,11 +85,13 @@ __all__ = [
     "WitnessSnapshot",
     "WriterOptions",
     "WriterStats",
+    "complete_checkpoints",
     "connect",
     "current",
     "default_registry",
     "find_checkpoint",
     "flush_all",
+    "latest_checkpoint",
     "read_records",
     "register_event",
     "scan_run",

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from ftaudit.errors import RunFileError
@@ -92,16 +93,48 @@ def _claim_incarnation(root: Path) -> int:
 
 def find_checkpoint(run_dir: str | os.PathLike[str], iteration: int) -> CheckpointRef | None:
     """The newest complete checkpoint at ``iteration`` in the log, if any."""
+    found = [c.ref for c in complete_checkpoints(run_dir) if c.ref.iteration == iteration]
+    return max(found, key=lambda ref: ref.incarnation, default=None)
+
+
+@dataclass(frozen=True)
+class CompleteCheckpoint:
+    """A checkpoint the driver marked complete: its name in the log and where it was saved."""
+
+    ref: CheckpointRef
+    path: str
+
+
+def complete_checkpoints(run_dir: str | os.PathLike[str]) -> list[CompleteCheckpoint]:
+    """Every checkpoint the driver marked complete, in log order."""
     from ftaudit.eventlog.reader import read_records  # cheap enough at a (rare) resume
 
-    found = [
-        r.envelope.incarnation
-        for r in read_records(run_dir)
-        if isinstance(r.event, CheckpointSaved)
-        and r.event.iteration == iteration
-        and r.event.complete
+    root = Path(run_dir)
+    if not (root / INCARNATIONS_DIR).is_dir():
+        return []  # a fresh directory: no incarnation, no checkpoint
+    return [
+        CompleteCheckpoint(
+            CheckpointRef(iteration=r.event.iteration, incarnation=r.envelope.incarnation),
+            r.event.path,
+        )
+        for r in read_records(root)
+        if isinstance(r.event, CheckpointSaved) and r.event.complete
     ]
-    return CheckpointRef(iteration=iteration, incarnation=max(found)) if found else None
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> CompleteCheckpoint | None:
+    """The newest complete checkpoint of the run, or None (nothing to resume from).
+
+    Newest means saved last: the highest (incarnation, iteration). A later incarnation's
+    checkpoint supersedes an earlier one's even at a lower iteration, since that
+    incarnation resumed from an older state. This is what a launcher restarting a job
+    (torchrun, an elastic agent) resumes from.
+    """
+    return max(
+        complete_checkpoints(run_dir),
+        key=lambda c: (c.ref.incarnation, c.ref.iteration),
+        default=None,
+    )
 
 
 class RunLog:

@@ -3,6 +3,7 @@
 This is the only part of ftaudit's core that imports torch.
 """
 
+from ftaudit.trainer_hooks.torch.cells import CellMap
 from ftaudit.trainer_hooks.torch.checksums import state_hashes, tensor_hash
 from ftaudit.trainer_hooks.torch.clearing import (
     UnsupportedOptimizerError,
@@ -10,6 +11,7 @@ from ftaudit.trainer_hooks.torch.clearing import (
     nonzero_rows,
     row_state_keys,
 )
+from ftaudit.trainer_hooks.torch.distributed import DistributedRun
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
     WitnessEmbedding,
@@ -25,6 +27,8 @@ from ftaudit.trainer_hooks.torch.worker import TrainerHooks, advantage_summary
 
 __all__ = [
     "WITNESS_MODULE",
+    "CellMap",
+    "DistributedRun",
     "TrainerHooks",
     "UnsupportedOptimizerError",
     "WitnessClearer",
