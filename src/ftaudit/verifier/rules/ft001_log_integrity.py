@@ -74,6 +74,7 @@ class LogIntegrity(Rule):
         "duplicate_events": "a writer's sequence numbers repeat across segments",
         "no_digest": "no segment carries a content digest: edits cannot be detected",
         "altered_segment": "a sealed segment does not match its own digest",
+        "stripped_digest": "segments a checkpoint's chain head covers have no digest",
         "broken_chain": "a segment does not follow its predecessor in the hash chain",
         "rewritten_after_checkpoint": "a writer's log differs from what a checkpoint vouched",
         "torn_segment": "a temp file left by a writer that crashed while flushing",
@@ -153,7 +154,8 @@ class LogIntegrity(Rule):
     def _chains(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
         """Each segment matches its digest and follows its predecessor; checkpoints agree."""
         if not any(info.meta.digest for info in segments):
-            return [
+            stripped = self._stripped(ctx, segments)
+            return stripped or [
                 self.violation(
                     "no segment of this run carries a content digest (written by an ftaudit "
                     "older than the hash chain): edits to the log cannot be detected",
@@ -232,6 +234,41 @@ class LogIntegrity(Rule):
                             ),
                         )
                     )
+        return out
+
+    def _stripped(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """Segments without a digest that a checkpoint's chain head covers: a downgrade.
+
+        Chain heads are only recorded by writers that seal digests, so a run whose
+        checkpoints carry them had a digest on every segment up to each head; segments
+        without one there had their digests stripped, which would let any edit pass.
+        """
+        covered: dict[str, tuple[int, int]] = {}  # writer -> (highest seq, its checkpoint)
+        for r in ctx.rows(CHAIN_HEADS, label="FT001 chain heads"):
+            seqs = _as_dict(r["writers"])
+            for writer in _as_dict(r["chain_heads"]):
+                seq = seqs.get(writer)
+                if seq is not None and seq > covered.get(writer, (-1, 0))[0]:
+                    covered[writer] = (seq, r["iteration"])
+        out = []
+        for writer, (seq, iteration) in sorted(covered.items()):
+            bare = [i for i in segments if i.meta.writer == writer and i.meta.first_seq <= seq]
+            if bare:
+                first = min(bare, key=lambda i: i.meta.first_seq)
+                out.append(
+                    self.violation(
+                        f"writer {writer}: {len(bare)} segment(s) up to seq {seq} carry no "
+                        f"content digest, yet checkpoint {iteration} recorded their chain "
+                        "head: the digests were stripped (a downgrade), so edits to these "
+                        "events cannot be ruled out",
+                        kind="stripped_digest",
+                        location=Location(
+                            incarnation=first.meta.incarnation,
+                            writer=writer,
+                            segment=str(first.path),
+                        ),
+                    )
+                )
         return out
 
     def _torn(self, torn: tuple[Path, ...]) -> list[Violation]:
