@@ -144,6 +144,7 @@ class Incarnation:
         attempt: int = 0,
         cell: int = 0,
         rank: int = 0,
+        pure: bool | None = None,
     ) -> None:
         self.trainer(cell, rank).log(
             SampleAdvantageSummary(
@@ -153,6 +154,7 @@ class Incarnation:
                 witness_ids=list(ids),
                 token_counts=list(tokens) if tokens is not None else [4] * len(ids),
                 all_zero=list(zero),
+                pure_advantage_loss=pure,
             )
         )
 

@@ -183,7 +183,9 @@ def zero_only_latest_attempt(b: RunBuilder) -> None:
 def zero_empty_tokens(b: RunBuilder) -> None:
     run = b.start()
     ids = run.alloc(0, [10, 11, 12])
+    # context parallel: rank 0 holds none of sample 11's tokens, rank 1 holds four of them
     run.advantage(0, ids, zero=[False, True, False], tokens=[4, 0, 4])
+    run.advantage(0, ids, zero=[False, False, False], tokens=[4, 4, 4], rank=1)
     run.snapshot(0, [0, 2])
     run.step_end(0)
     run.finish()
@@ -329,7 +331,7 @@ CASES = (
         (Expect(ids=(4,), samples=(11,), attempt=1),),
     ),
     Case(
-        "zero advantage: an empty local token list is not excused",
+        "an empty local token list is not excused while another rank holds tokens",
         "FT004",
         zero_empty_tokens,
         (Expect(ids=(1,), samples=(11,)),),

@@ -51,7 +51,7 @@ BUGS: tuple[Bug, ...] = (
         "stale_rows_not_cleared",
         "cells snapshot the witness after each step but never zero the stale rows",
         "FT004",
-        "leaked into the weights",
+        "zeroed as stale",
     ),
     Bug(
         "adam_moments_not_cleared",

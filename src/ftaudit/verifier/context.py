@@ -284,13 +284,35 @@ class RunContext:
     def status_of(self, key: StepKey) -> str:
         return self._statuses.get(key, "unknown")
 
-    def describe_samples(self, samples: np.ndarray, limit: int = 12) -> str:
-        """Sample indices in words; with a dataset size, the epoch and item of each."""
-        shown = [int(s) for s in samples[:limit]]
+    def describe_samples(
+        self, samples: np.ndarray, limit: int = 12, *, total: int | None = None
+    ) -> str:
+        """Sample indices in words, as runs; with a dataset size, the epoch and items of each.
+
+        ``total`` is how many samples there are when ``samples`` is a cut list, so "N more"
+        counts every sample not shown, not only those of the cut list.
+        """
+        values = [int(s) for s in np.asarray(samples).reshape(-1)]
+        runs: list[list[int]] = []
         n = self.dataset_size
-        if n:
-            text = ", ".join(f"{s} (epoch {s // n} item {s % n})" for s in shown)
-        else:
-            text = ", ".join(str(s) for s in shown)
-        more = f", ... {samples.size - limit} more" if samples.size > limit else ""
-        return f"[{text}{more}]"
+        for s in values:
+            last = runs[-1] if runs else None
+            if last and s == last[1] + 1 and (not n or s // n == last[0] // n):
+                last[1] = s
+            else:
+                runs.append([s, s])
+        shown_runs = runs[:limit]
+        parts = [self._run_text(a, b) for a, b in shown_runs]
+        shown = sum(b - a + 1 for a, b in shown_runs)
+        rest = (total if total is not None else len(values)) - shown
+        more = f", ... {rest} more" if rest > 0 else ""
+        return f"[{', '.join(parts)}{more}]"
+
+    def _run_text(self, first: int, last: int) -> str:
+        text = str(first) if first == last else f"{first}..{last}"
+        n = self.dataset_size
+        if not n:
+            return text
+        items = str(first % n) if first == last else f"{first % n}..{last % n}"
+        word = "item" if first == last else "items"
+        return f"{text} (epoch {first // n} {word} {items})"

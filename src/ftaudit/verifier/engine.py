@@ -87,7 +87,7 @@ def verify(
             outcome = rule.check(ctx)
             if window is not None:
                 kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
-                outcome = Outcome(outcome.checked, kept, outcome.note)
+                outcome = Outcome(outcome.checked, kept, outcome.note, outcome.counts)
             results.append(
                 RuleResult(
                     code=rule.code,
@@ -96,6 +96,7 @@ def verify(
                     violations=outcome.violations,
                     seconds=time.perf_counter() - started,
                     note=outcome.note,
+                    counts=dict(outcome.counts),
                 )
             )
     return Report(run_dir=os.fspath(run_dir), results=tuple(results))

@@ -78,6 +78,8 @@ class RuleResult:
     seconds: float = 0.0
     note: str = ""
     """What the rule could not check, in words (empty when it checked everything)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Named tallies besides the violations, e.g. FT004's ``excused_zero_advantage``."""
 
     @property
     def errors(self) -> int:
@@ -95,6 +97,7 @@ class RuleResult:
             "errors": self.errors,
             "warnings": self.warnings,
             "seconds": round(self.seconds, 6),
+            "counts": dict(self.counts),
             "violations": [v.to_dict() for v in self.violations],
             **({"note": self.note} if self.note else {}),
         }

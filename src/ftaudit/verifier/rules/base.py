@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from ftaudit.verifier.findings import Location, Severity, Violation
@@ -24,6 +24,8 @@ class Outcome:
     violations: tuple[Violation, ...] = ()
     note: str = ""
     """What the check could and could not look at (e.g. FT008 without a manifest)."""
+    counts: Mapping[str, int] = field(default_factory=dict)
+    """Named tallies a reader should see besides the violations (e.g. excused samples)."""
 
 
 class Rule(ABC):

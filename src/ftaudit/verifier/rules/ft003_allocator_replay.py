@@ -136,12 +136,13 @@ class AllocatorReplay(Rule):
                     samples += a.samples_at(hit).tolist()
                     owners.add(ctx.describe_key(a.key))
             lowest = int(reissued.head(1)[0])
+            named = ctx.describe_samples(np.asarray(samples), total=len(reissued))
             out.append(
                 self.violation(
                     f"incarnation {inc} allocated from counter {lowest}, below the highest "
                     f"counter ever logged before it ({highest}): it re-issues "
                     f"{len(reissued)} ids {Spans.from_ids(np.asarray(ids)).describe()} that "
-                    f"were allocated to samples {ctx.describe_samples(np.asarray(samples))} by "
+                    f"were allocated to samples {named} by "
                     f"{'; '.join(sorted(owners))}; weights that were not rolled back would "
                     "be counted as this incarnation's",
                     kind="reissued_ids",

@@ -76,16 +76,21 @@ class SampleExactlyOnce(Rule):
         for steps, samples in groups.items():
             arr = np.asarray(samples, dtype=np.int64)
             first = next(a for a in committed if a.step == steps[0])
+            count = len(twice) if len(groups) == 1 else len(samples)
+            where = (
+                f"more than once within committed step {steps[0]}"
+                if len(steps) == 1
+                else f"in more than one committed step (steps {', '.join(map(str, steps))})"
+            )
             out.append(
                 self.violation(
-                    f"{len(samples)} sample{'s' if len(samples) != 1 else ''} "
-                    f"{ctx.describe_samples(arr)} trained in more than one committed step "
-                    f"(steps {', '.join(map(str, steps))}): the model saw "
-                    f"{'them' if len(samples) != 1 else 'it'} twice",
+                    f"{count} sample{'s' if count != 1 else ''} "
+                    f"{ctx.describe_samples(arr, total=count)} trained {where}: the model saw "
+                    f"{'them' if count != 1 else 'it'} twice",
                     kind="duplicate_sample",
                     location=Location(first.step, first.attempt, first.incarnation),
                     sample_indices=samples,
-                    id_count=len(twice) if len(groups) == 1 else len(samples),
+                    id_count=count,
                 )
             )
         return out
@@ -101,7 +106,8 @@ class SampleExactlyOnce(Rule):
         shown = skipped.head(MAX_IDS)
         return [
             self.violation(
-                f"{len(skipped)} samples {ctx.describe_samples(shown)} below the highest "
+                f"{len(skipped)} samples {ctx.describe_samples(shown, total=len(skipped))} "
+                "below the highest "
                 f"committed index ({top - 1}) were never trained, although the run declares a "
                 "deterministic data order",
                 kind="skipped_sample",
@@ -135,8 +141,8 @@ class SampleExactlyOnce(Rule):
             theirs = union_all(Spans.of(*_sample_spans(a)) for a in abandoned)
             if mine == theirs:
                 continue
-            only_new = (mine - theirs).head(MAX_IDS)
-            only_old = (theirs - mine).head(MAX_IDS)
+            new, old = mine - theirs, theirs - mine
+            only_new, only_old = new.head(MAX_IDS), old.head(MAX_IDS)
             c = final[step]
             note = (
                 " (the run declares a non-deterministic data order)"
@@ -147,8 +153,8 @@ class SampleExactlyOnce(Rule):
                 self.violation(
                     f"step {step} was replayed by incarnation {c.incarnation} with different "
                     f"samples than abandoned incarnation {inc} trained{note}: only in the "
-                    f"replay {ctx.describe_samples(only_new)}, only in the abandoned run "
-                    f"{ctx.describe_samples(only_old)}",
+                    f"replay {ctx.describe_samples(only_new, total=len(new))}, only in the "
+                    f"abandoned run {ctx.describe_samples(only_old, total=len(old))}",
                     kind="replay_differs",
                     location=Location(step, c.attempt, c.incarnation),
                     sample_indices=[*only_new.tolist(), *only_old.tolist()],
