@@ -7,10 +7,11 @@ Needs Python 3.12 with a CUDA torch (and pip) already installed, and the wheels 
 ``scripts/gpu_wheels_download.sh`` put into ``gpu_wheels/`` (carry that folder along).
 Only the standard library is used until the wheels are in:
 
-1. every requirement of ``benchmarks/gpu_requirements.txt`` that the machine lacks (or
-   holds in another major version; megatron-core in any other version) is installed
-   offline with ``pip --no-index --no-deps --target .gpu-site`` (the machine's own
-   packages are left alone);
+1. every requirement of ``benchmarks/gpu_requirements.txt`` that the machine lacks, or
+   holds older than ftaudit's floor (``pyproject.toml``; else the pin), or, for
+   megatron-core, pydantic and pydantic-core, in another version than the pin, is
+   installed offline with ``pip --no-index --no-deps --target .gpu-site`` (the machine's
+   own packages are left alone);
 2. ``benchmarks/gpu_witness_check.py`` and ``benchmarks/gpu_megatron_check.py`` run one
    after the other with ``.gpu-site`` and ``src`` on ``PYTHONPATH``, each under a time
    limit (the defaults fit both in under 5 minutes on one H200);
@@ -24,30 +25,56 @@ import argparse
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "benchmarks" / "gpu_requirements.txt"
-EXACT = {"megatron-core"}
-"""Requirements whose installed version must match the pin exactly (others: the major)."""
+EXACT = {"megatron-core", "pydantic", "pydantic-core"}
+"""Requirements whose installed version must be the pin: the tested megatron-core, and
+pydantic with the one pydantic-core it is built against (the two are installed together)."""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """The leading numeric release of a version (``2.5.2rc1`` -> ``(2, 5, 2)``)."""
+    parts = []
+    for part in version.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def project_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
+    """``name -> minimum`` of ftaudit's own dependencies (``pyarrow>=16`` -> ``16``)."""
+    floors = {}
+    for spec in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        match = re.match(r"^([A-Za-z0-9_.-]+)\s*>=\s*([0-9][^,;\s]*)", spec)
+        if match:
+            floors[match[1].lower().replace("_", "-")] = match[2]
+    return floors
 
 
 @dataclass(frozen=True)
 class Requirement:
     name: str
     version: str
+    floor: str | None = None
+    """The oldest installed version accepted (ftaudit's own floor), else the pin."""
 
     def satisfied_by(self, installed: str | None) -> bool:
         if installed is None:
             return False
         if self.name in EXACT:
             return installed == self.version
-        return installed.split(".")[0] == self.version.split(".")[0]
+        return version_key(installed) >= version_key(self.floor or self.version)
 
 
 @dataclass
@@ -62,6 +89,7 @@ class CheckRun:
 
 
 def read_requirements(path: Path = REQUIREMENTS) -> list[Requirement]:
+    floors = project_floors()
     out = []
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -69,7 +97,8 @@ def read_requirements(path: Path = REQUIREMENTS) -> list[Requirement]:
             name, _, version = line.partition("==")
             if not version:
                 raise SystemExit(f"{path}: {line!r} is not pinned as name==version")
-            out.append(Requirement(name.strip().lower(), version.strip()))
+            name = name.strip().lower()
+            out.append(Requirement(name, version.strip(), floors.get(name)))
     return out
 
 
@@ -78,6 +107,18 @@ def installed_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def wheel_of(requirement: Requirement, wheels: Path) -> Path | None:
+    """The wheel of ``requirement`` in ``wheels`` (names normalised as in wheel files)."""
+    stem = re.sub(r"[-_.]+", "_", requirement.name)
+    for path in wheels.glob("*.whl"):
+        name, _, rest = path.name.partition("-")
+        if re.sub(r"[-_.]+", "_", name).lower() == stem and rest.startswith(
+            f"{requirement.version}-"
+        ):
+            return path
+    return None
 
 
 def install_missing(wheels: Path, site: Path, requirements: Path = REQUIREMENTS) -> list[str]:
@@ -90,6 +131,13 @@ def install_missing(wheels: Path, site: Path, requirements: Path = REQUIREMENTS)
         raise SystemExit(
             f"{wheels}: no wheel folder, but {', '.join(r.name for r in missing)} are missing: "
             "run scripts/gpu_wheels_download.sh on a machine with network and carry the folder"
+        )
+    absent = [r for r in missing if not wheel_of(r, wheels)]
+    if absent:
+        raise SystemExit(
+            f"{wheels}: no wheel for {', '.join(f'{r.name}=={r.version}' for r in absent)}, "
+            "which this machine lacks: download it with scripts/gpu_wheels_download.sh "
+            "(without GPU_WHEELS_SKIP naming it) and carry it along"
         )
     specs = [f"{r.name}=={r.version}" for r in missing]
     command = [sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--quiet"]

@@ -5,14 +5,23 @@
 #     python3 benchmarks/run_gpu_checks.py      # installs them offline, runs both checks
 # Every requirement is pinned in benchmarks/gpu_requirements.txt; --no-deps because that
 # list is already the whole closure (resolving megatron-core's dependencies would fetch a
-# CUDA torch of several GiB).
+# CUDA torch of several GiB). GPU_WHEELS_SKIP names requirements the GPU machine already
+# has, to carry less; for this workplace's H200 image (64 MiB carry limit, 30 MB left):
+#     GPU_WHEELS_SKIP="numpy pyarrow packaging typing-extensions" scripts/gpu_wheels_download.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-gpu_wheels}
 mkdir -p "$dest"
+requirements=$(mktemp)
+trap 'rm -f "$requirements"' EXIT
+grep -v '^#' benchmarks/gpu_requirements.txt > "$requirements"
+for name in ${GPU_WHEELS_SKIP:-}; do
+    grep -v -i "^${name}==" "$requirements" > "$requirements.tmp" || true
+    mv "$requirements.tmp" "$requirements"
+done
 python3 -m pip download \
     --dest "$dest" \
-    --requirement benchmarks/gpu_requirements.txt \
+    --requirement "$requirements" \
     --no-deps \
     --only-binary=:all: \
     --implementation cp \

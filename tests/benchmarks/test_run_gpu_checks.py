@@ -88,10 +88,17 @@ def test_requirements_cover_what_the_checks_import(runner: ModuleType) -> None:
 
 def test_version_rules(runner: ModuleType) -> None:
     mcore = runner.Requirement("megatron-core", "0.16.1")
-    assert mcore.satisfied_by("0.16.1") and not mcore.satisfied_by("0.16.0")
-    numpy = runner.Requirement("numpy", "2.4.6")
-    assert numpy.satisfied_by("2.5.2") and not numpy.satisfied_by("1.26.4")
-    assert not numpy.satisfied_by(None)
+    assert mcore.satisfied_by("0.16.1") and not mcore.satisfied_by("0.16.2")
+    core = runner.Requirement("pydantic-core", "2.50.5")
+    assert not core.satisfied_by("2.41.5")  # pydantic pins its core exactly
+    # ftaudit's own floors (pyproject.toml) decide for its direct dependencies
+    floors = {r.name: r.floor for r in runner.read_requirements()}
+    assert floors["pyarrow"] == "16" and floors["numpy"] == "1.26"
+    pyarrow = runner.Requirement("pyarrow", "26.0.1", "16")
+    assert pyarrow.satisfied_by("21.0.0") and not pyarrow.satisfied_by("15.0.2")
+    extensions = runner.Requirement("typing-extensions", "4.16.0")  # no floor: the pin
+    assert extensions.satisfied_by("4.17.1rc1") and not extensions.satisfied_by("4.12.2")
+    assert not extensions.satisfied_by(None)
 
 
 def test_nothing_is_installed_where_everything_is_present(
@@ -107,6 +114,23 @@ def test_missing_wheels_are_a_clear_error(runner: ModuleType, tmp_path: Path) ->
     req.write_text("surely-not-installed-package==1.0\n")
     with pytest.raises(SystemExit, match=r"no wheel folder.*surely-not-installed-package"):
         runner.install_missing(tmp_path / "no_wheels", tmp_path / "site", req)
+
+
+def test_a_missing_requirement_without_its_wheel_is_named(
+    runner: ModuleType, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "pydantic_core-2.50.5-cp312-cp312-manylinux2014_x86_64.whl").touch()
+    (wheels / "Typing_Extensions-4.16.0-py3-none-any.whl").touch()
+    core = runner.Requirement("pydantic-core", "2.50.5")
+    assert runner.wheel_of(core, wheels).name.startswith("pydantic_core-2.50.5-")
+    assert runner.wheel_of(runner.Requirement("typing-extensions", "4.16.0"), wheels)
+    assert runner.wheel_of(runner.Requirement("pydantic-core", "2.50.6"), wheels) is None
+    req = tmp_path / "req.txt"
+    req.write_text("surely-not-installed-package==1.0\n")
+    with pytest.raises(SystemExit, match=r"no wheel for surely-not-installed-package==1\.0"):
+        runner.install_missing(wheels, tmp_path / "site", req)
 
 
 def test_table_and_verdict(runner: ModuleType) -> None:
