@@ -119,6 +119,31 @@ def test_sglang_draft_role_takes_its_own_coordinates() -> None:
     }
 
 
+def test_sglang_replicated_draft_is_one_copy_per_coordinates() -> None:
+    # a draft with a tensor-parallel group of one on each of two GPUs: both report tp0
+    info = {"dp_rank": 0, "dp_size": 1, "pp_rank": 0, "pp_size": 1, "rank": 0, "size": 2}
+
+    def entry(tp: int, draft_hash: str) -> dict[str, object]:
+        return {
+            "checksums": {"w": f"t{tp}", "draft.w": draft_hash},
+            "per_gpu_checksum": "x",
+            "parallelism_info": [
+                {"role": "target", "tp_rank": tp, "tp_size": 2, **info},
+                {"role": "draft", "tp_rank": 0, "tp_size": 1, **info},
+            ],
+        }
+
+    answer = {"success": True, "message": "", "ranks": [entry(0, "dd"), entry(1, "dd")]}
+    with serve(FakeEngine("sglang"), raw_reply=_raw(answer)) as url:
+        got = SGLangEngine(url).checksums()
+    assert got == {"dp0.pp0.tp0/w": "t0", "dp0.pp0.tp1/w": "t1", "dp0.pp0.tp0/draft.w": "dd"}
+    # one GPU's copy of the replicated draft differs: the engine is refused, not averaged
+    answer["ranks"] = [entry(0, "dd"), entry(1, "ee")]
+    with serve(FakeEngine("sglang"), raw_reply=_raw(answer)) as url:
+        with pytest.raises(EngineChecksumError, match=r"draft\.w with different hashes"):
+            SGLangEngine(url).checksums()
+
+
 def test_sglang_hashes_are_opaque_strings() -> None:
     # the real hash is a 64-bit value computed on the GPU; nothing is assumed of its form
     answer = {
@@ -150,7 +175,10 @@ def test_sglang_malformed_answers_are_refused() -> None:
         "belongs to none of the roles": [
             {**entry, "parallelism_info": [{"role": "draft", **info}]}
         ],
-        "two rank entries report role target of GPU dp0.pp0.tp0": [entry, entry],
+        "dp0.pp0.tp0/w with different hashes": [
+            entry,
+            {**entry, "checksums": {"w": "bb"}},
+        ],
         "not a non-empty list": [],
     }
     for reason, ranks in cases.items():

@@ -127,19 +127,17 @@ def rank_entry(engine: str, entry: Any) -> Iterator[tuple[RoleRank, dict[str, st
 
 
 def parse_ranks(engine: str, ranks: Any) -> dict[str, str]:
-    """``{label}/{tensor} -> hash`` over every rank entry; a GPU role reported twice is refused."""
+    """``{label}/{tensor} -> hash`` over every rank entry.
+
+    Two entries may file a tensor under the same label only with the same hash: a role
+    replicated on several GPUs (a draft with a tensor-parallel group of one, say) reports
+    the same coordinates from each of them, and different hashes there are refused.
+    """
     if not isinstance(ranks, list) or not ranks:
         raise EngineChecksumError(engine, f"'ranks' is not a non-empty list: {ranks!r}"[:300])
-    seen: set[RoleRank] = set()
-    per_rank = []
-    for entry in ranks:
-        for role, hashes in rank_entry(engine, entry):
-            if role in seen:
-                raise EngineChecksumError(
-                    engine, f"two rank entries report role {role.role} of GPU {role.label}"
-                )
-            seen.add(role)
-            per_rank.append((role.label, hashes))
+    per_rank = [
+        (role.label, hashes) for entry in ranks for role, hashes in rank_entry(engine, entry)
+    ]
     return merge_ranks(engine, per_rank)
 
 
