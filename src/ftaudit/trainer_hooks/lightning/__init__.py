@@ -1,7 +1,8 @@
 """Lightning integration (extra ``lightning``): :class:`FtauditCallback`.
 
-Importing it imports torch and Lightning; the public path is
-:mod:`ftaudit.integrations.lightning`.
+Importing it imports torch and ``lightning``; the public paths are
+:mod:`ftaudit.integrations.lightning` and, for the standalone ``pytorch_lightning``
+package, :mod:`ftaudit.integrations.pytorch_lightning`.
 """
 
 from ftaudit.trainer_hooks.lightning.callback import FtauditCallback
