@@ -33,7 +33,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.segment import EVENTS_DIR, SegmentMeta
+from ftaudit.eventlog.rundir import EVENTS_DIR
+from ftaudit.eventlog.segment import SegmentMeta
 from tests.reliability.crash_child import (
     BACKGROUND,
     DRIVER,

@@ -8,11 +8,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ftaudit.eventlog import Driver, IntRuns, RunLog, WitnessAllocated, read_records, step_context
+from ftaudit.eventlog import (
+    Driver,
+    IntRuns,
+    ResumeIndex,
+    RunLog,
+    WitnessAllocated,
+    read_records,
+    step_context,
+)
 from ftaudit.trainer_hooks import (
     WitnessIdAllocator,
     WitnessInfo,
-    allocator_from_run,
+    allocator_from_index,
     keep_size,
     max_ids_per_step,
     min_buffer_size,
@@ -199,6 +207,10 @@ def test_million_slot_allocation_is_a_few_runs() -> None:
 
 
 # -- rebuilding from the log ----------------------------------------------------------------
+
+
+def allocator_from_run(run_dir: Path, buffer_size: int) -> WitnessIdAllocator:
+    return allocator_from_index(ResumeIndex.open(run_dir), buffer_size)
 
 
 def _log_allocations(run: RunLog, alloc: WitnessIdAllocator, steps: range, n: int) -> None:

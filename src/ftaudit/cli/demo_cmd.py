@@ -89,7 +89,9 @@ def demo(
         faults_json=schedule.to_json(),
         bug=bug,
     )
-    if run_dir is not None and (run_dir / "events").exists():
+    from ftaudit.eventlog.rundir import is_run
+
+    if run_dir is not None and is_run(run_dir):
         abort(f"{run_dir} already holds a run; give a new directory", exit_codes.UNUSABLE)
 
     from ftaudit.verifier.render import render

@@ -16,7 +16,6 @@ import os
 import threading
 import time
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +32,7 @@ from ftaudit.demo.model import TinyLM, policy_loss, token_logprobs
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.shards import shard_slice
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen
+from ftaudit.eventlog.rundir import writer_dir
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 
@@ -255,7 +255,7 @@ class CellWorker:
 
     def _cleanup_after_checkpoint(self) -> None:
         """The defect of ``segment_lost``: a too-broad cleanup takes a sealed log segment."""
-        folder = Path(self.cfg.run_dir) / "events" / self.hooks.writer.writer_id
+        folder = writer_dir(self.cfg.run_dir, self.hooks.writer.writer_id)
         sealed = sorted(folder.glob("*.parquet"))
         if len(sealed) >= 2:
             sealed[-2].unlink()

@@ -23,8 +23,8 @@ from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.data import Dataset
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.talk import say
-from ftaudit.eventlog.connect import connect
 from ftaudit.eventlog.events import CellOutcome, CellReconfigured, CheckpointRef, Outcome
+from ftaudit.eventlog.resume import ResumeIndex
 from ftaudit.trainer_hooks import DriverSession, FaultInjector, WitnessIdAllocator
 from ftaudit.trainer_hooks.driver import errored, ranks
 
@@ -35,18 +35,6 @@ def checkpoint_dir(run_dir: str, iteration: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"iter_{iteration:06d}"
 
 
-def latest_checkpoint(run_dir: str) -> CheckpointRef | None:
-    """The newest complete checkpoint in the log (highest iteration, then incarnation)."""
-    if not (Path(run_dir) / "events").is_dir():
-        return None
-    with connect(run_dir) as con:
-        row = con.execute(
-            "SELECT iteration, incarnation FROM checkpoint_saved WHERE complete "
-            "ORDER BY iteration DESC, incarnation DESC LIMIT 1"
-        ).fetchone()
-    return None if row is None else CheckpointRef(iteration=row[0], incarnation=row[1])
-
-
 class Driver:
     """Runs steps ``first_step .. cfg.steps - 1`` of one incarnation."""
 
@@ -54,7 +42,9 @@ class Driver:
         self.cfg = cfg
         self.schedule = DemoSchedule.parse(cfg.faults_json)
         self.dataset = Dataset(cfg.data, cfg.model.vocab_size, cfg.seed, cfg.objective)
-        self.resume = latest_checkpoint(cfg.run_dir)
+        index = ResumeIndex.open(cfg.run_dir)  # the run's log, read once for this resume
+        latest = index.latest_checkpoint()
+        self.resume = latest.ref if latest is not None else None
         self.session = DriverSession.start(
             cfg.run_dir,
             buffer_size=cfg.buffer_size,
@@ -62,6 +52,7 @@ class Driver:
             config=json.loads(cfg.to_json()),
             dataset_size=self.dataset.size,
             deterministic_order=True,
+            index=index,
         )
         self.incarnation = self.session.incarnation
         self.faults = FaultInjector(

@@ -1,4 +1,5 @@
-"""Finding and checking a run's segments, and reading them back as typed records."""
+"""Checking a run's segments (listed by :mod:`ftaudit.eventlog.rundir`) and reading them
+back as typed records."""
 
 from __future__ import annotations
 
@@ -10,17 +11,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.errors import CorruptSegmentError, UnknownEventTypeError, UnusableInputError
+from ftaudit.errors import CorruptSegmentError, UnknownEventTypeError
 from ftaudit.eventlog.arrow_schema import from_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.segment import (
-    EVENTS_DIR,
-    SEGMENT_SUFFIX,
-    TEMP_PREFIX,
-    SegmentMeta,
-)
+from ftaudit.eventlog.rundir import SegmentFile, list_segments
+from ftaudit.eventlog.segment import SegmentMeta
 
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 """What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
@@ -48,13 +45,15 @@ class RunScan:
         return [str(s.path) for s in self.segments]
 
 
-def _check_segment(
-    path: Path, writer_dir: str, schemas: dict[pa.Schema, pa.Schema] | None = None
+def check_segment(
+    file: SegmentFile, schemas: dict[pa.Schema, pa.Schema] | None = None
 ) -> SegmentInfo:
-    if path.is_symlink():
-        raise CorruptSegmentError(path, "is a symbolic link; segments must be plain files")
-    if not path.is_file():
-        raise CorruptSegmentError(path, "is not a regular file")
+    """Read a listed segment's footer and check it against its name, writer and schema.
+
+    Raises :class:`CorruptSegmentError` naming the file; :func:`list_segments` has already
+    refused links and other non-files. ``schemas`` interns equal schemas across calls.
+    """
+    path, writer_dir = file.path, file.writer
     try:
         md = pq.read_metadata(path)
         # without the footer's key-values (digests differ per file), so that the segments
@@ -74,7 +73,7 @@ def _check_segment(
         raise CorruptSegmentError(
             path, f"written with schema version {meta.schema_version}, newer than {SCHEMA_VERSION}"
         )
-    if meta.writer != writer_dir or path.name != f"{meta.first_seq:012d}{SEGMENT_SUFFIX}":
+    if meta.writer != writer_dir or meta.first_seq != file.first_seq:
         raise CorruptSegmentError(path, f"name does not match its footer (writer {meta.writer})")
     if md.num_rows != meta.last_seq - meta.first_seq + 1:
         raise CorruptSegmentError(
@@ -105,37 +104,12 @@ def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> No
 
 
 def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
-    """Check every segment's footer; raise a one-line error naming the first bad file."""
-    root = Path(run_dir)
-    if not root.exists():
-        raise UnusableInputError(f"{root}: no such run directory")
-    if not root.is_dir():
-        raise UnusableInputError(f"{root}: not a directory")
-    events = root / EVENTS_DIR
-    if events.is_symlink():
-        raise UnusableInputError(
-            f"{events}: is a symbolic link; a run's segments must be inside its directory"
-        )
-    if not events.is_dir():
-        raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
-    segments: list[SegmentInfo] = []
-    torn: list[Path] = []
+    """List the run and check every segment's footer; raise a one-line error naming the
+    first bad file."""
+    listing = list_segments(run_dir)
     schemas: dict[pa.Schema, pa.Schema] = {}
-    for writer_dir in sorted(events.iterdir()):
-        if writer_dir.is_symlink() or not writer_dir.is_dir():
-            raise UnusableInputError(f"{writer_dir}: unexpected entry in {EVENTS_DIR}/")
-        for path in sorted(writer_dir.iterdir()):
-            if path.name.startswith(TEMP_PREFIX):
-                if path.is_symlink() or not path.is_file():
-                    raise UnusableInputError(f"{path}: unexpected entry in a writer folder")
-                torn.append(path)
-            elif path.name.endswith(SEGMENT_SUFFIX):
-                segments.append(_check_segment(path, writer_dir.name, schemas))
-            else:
-                raise UnusableInputError(f"{path}: unexpected file in a writer folder")
-    if not segments:
-        raise UnusableInputError(f"{root}: the run has no event segments")
-    return RunScan(root, tuple(segments), tuple(torn))
+    segments = tuple(check_segment(f, schemas) for f in listing.files)
+    return RunScan(listing.run_dir, segments, listing.torn)
 
 
 def _records_of(info: SegmentInfo, registry: EventRegistry) -> Iterator[Record]:

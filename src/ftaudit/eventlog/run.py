@@ -11,7 +11,6 @@ import json
 import os
 import re
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from ftaudit.errors import RunFileError
@@ -23,12 +22,10 @@ from ftaudit.eventlog.events import (
     RunStatus,
 )
 from ftaudit.eventlog.identity import Driver
+from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
+from ftaudit.eventlog.rundir import INCARNATIONS_DIR, RUN_FILE, incarnation_dir
 from ftaudit.eventlog.segment import Source, fsync_dir
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
-
-RUN_FILE = "run.json"
-INCARNATIONS_DIR = "incarnations"
-
 
 RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")
 """What a run id looks like: ftaudit writes 32 hex digits; a user may choose another name."""
@@ -83,7 +80,7 @@ def _claim_incarnation(root: Path) -> int:
     k = len(list(folder.iterdir()))
     while True:
         try:
-            (folder / f"{k:06d}").mkdir()
+            incarnation_dir(root, k).mkdir()
         except FileExistsError:
             k += 1
             continue
@@ -93,48 +90,18 @@ def _claim_incarnation(root: Path) -> int:
 
 def find_checkpoint(run_dir: str | os.PathLike[str], iteration: int) -> CheckpointRef | None:
     """The newest complete checkpoint at ``iteration`` in the log, if any."""
-    found = [c.ref for c in complete_checkpoints(run_dir) if c.ref.iteration == iteration]
-    return max(found, key=lambda ref: ref.incarnation, default=None)
-
-
-@dataclass(frozen=True)
-class CompleteCheckpoint:
-    """A checkpoint the driver marked complete: its name in the log and where it was saved."""
-
-    ref: CheckpointRef
-    path: str
+    return ResumeIndex.open(run_dir).checkpoint_at(iteration)
 
 
 def complete_checkpoints(run_dir: str | os.PathLike[str]) -> list[CompleteCheckpoint]:
     """Every checkpoint the driver marked complete, in log order."""
-    from ftaudit.eventlog.reader import read_records  # cheap enough at a (rare) resume
-
-    root = Path(run_dir)
-    if not (root / INCARNATIONS_DIR).is_dir():
-        return []  # a fresh directory: no incarnation, no checkpoint
-    return [
-        CompleteCheckpoint(
-            CheckpointRef(iteration=r.event.iteration, incarnation=r.envelope.incarnation),
-            r.event.path,
-        )
-        for r in read_records(root)
-        if isinstance(r.event, CheckpointSaved) and r.event.complete
-    ]
+    return list(ResumeIndex.open(run_dir).checkpoints)
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> CompleteCheckpoint | None:
-    """The newest complete checkpoint of the run, or None (nothing to resume from).
-
-    Newest means saved last: the highest (incarnation, iteration). A later incarnation's
-    checkpoint supersedes an earlier one's even at a lower iteration, since that
-    incarnation resumed from an older state. This is what a launcher restarting a job
-    (torchrun, an elastic agent) resumes from.
-    """
-    return max(
-        complete_checkpoints(run_dir),
-        key=lambda c: (c.ref.incarnation, c.ref.iteration),
-        default=None,
-    )
+    """The newest complete checkpoint of the run, or None (see
+    :meth:`ResumeIndex.latest_checkpoint`)."""
+    return ResumeIndex.open(run_dir).latest_checkpoint()
 
 
 class RunLog:
@@ -202,7 +169,7 @@ class RunLog:
     ) -> RunLog:
         """Join an incarnation that a driver started (from a worker process)."""
         root = Path(run_dir)
-        if not (root / INCARNATIONS_DIR / f"{incarnation:06d}").is_dir():
+        if not incarnation_dir(root, incarnation).is_dir():
             raise ValueError(f"{root}: incarnation {incarnation} was never started")
         return cls(root, _run_id(root), incarnation, options)
 

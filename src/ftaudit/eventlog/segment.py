@@ -1,9 +1,6 @@
 """Sealed segments: one immutable Parquet file per writer flush.
 
-On-disk layout (see ``eventlog/README.md``)::
-
-    RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet
-
+Where they live is :mod:`ftaudit.eventlog.rundir`'s business (``segment_path``).
 A flush writes every buffered event of one writer into ONE file, whatever their types,
 so a flush is atomic as a whole: a crash loses a whole unflushed tail, never part of one.
 """
@@ -27,10 +24,8 @@ from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Driver, Engine, RolloutManager, Trainer
 from ftaudit.eventlog.record import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import EventRegistry
+from ftaudit.eventlog.rundir import TEMP_PREFIX
 
-EVENTS_DIR = "events"
-SEGMENT_SUFFIX = ".parquet"
-TEMP_PREFIX = "."
 META_PREFIX = "ftaudit."
 
 Source = Driver | RolloutManager | Trainer | Engine
@@ -128,10 +123,6 @@ class SegmentMeta:
             prev_digest=meta.get(f"{META_PREFIX}prev_digest", ""),
             dropped=int(meta.get(f"{META_PREFIX}dropped", "0")),
         )
-
-
-def segment_path(run_dir: Path, writer: str, first_seq: int) -> Path:
-    return run_dir / EVENTS_DIR / writer / f"{first_seq:012d}{SEGMENT_SUFFIX}"
 
 
 def _source_columns(source: Source, n: int) -> list[pa.Array]:

@@ -23,12 +23,12 @@ from ftaudit.errors import WriterError
 from ftaudit.eventlog.context import _CURRENT
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.rundir import segment_path
 from ftaudit.eventlog.segment import (
     NO_VALUE,
     Batch,
     Source,
     build_table,
-    segment_path,
     write_atomically,
 )
 

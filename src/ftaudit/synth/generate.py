@@ -40,7 +40,7 @@ from ftaudit.eventlog import (
     WitnessSnapshot,
     WriterOptions,
 )
-from ftaudit.eventlog.segment import segment_path
+from ftaudit.eventlog.rundir import is_run, segment_path
 from ftaudit.synth.bugs import SynthBug, get_bug
 from ftaudit.synth.ring import Allocation, RunRing, max_per_step
 from ftaudit.synth.slots import SlotSet
@@ -418,7 +418,7 @@ def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthRes
     """Write the run ``config`` describes into ``run_dir`` (which must not hold a run)."""
     config.check()
     root = Path(run_dir)
-    if (root / "events").exists():
+    if is_run(root):
         raise ValueError(f"{root} already holds a run; synth writes only into a new directory")
     started = time.perf_counter()
     the_plan = plan(config)

@@ -8,14 +8,18 @@ from ftaudit.trainer_hooks.allocator import (
     KEEP_FRACTION,
     WitnessIdAllocator,
     WitnessInfo,
-    allocator_from_run,
     keep_size,
-    logged_counter,
     max_ids_per_step,
     min_buffer_size,
     witness_allocated_event,
 )
-from ftaudit.trainer_hooks.driver import DriverSession, errored, ranks, should_retry
+from ftaudit.trainer_hooks.driver import (
+    DriverSession,
+    allocator_from_index,
+    errored,
+    ranks,
+    should_retry,
+)
 from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule, FaultSpec, fire
 
 __all__ = [
@@ -26,11 +30,10 @@ __all__ = [
     "FaultSpec",
     "WitnessIdAllocator",
     "WitnessInfo",
-    "allocator_from_run",
+    "allocator_from_index",
     "errored",
     "fire",
     "keep_size",
-    "logged_counter",
     "max_ids_per_step",
     "min_buffer_size",
     "ranks",

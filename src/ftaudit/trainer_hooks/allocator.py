@@ -3,20 +3,19 @@
 The allocator's whole state is one monotone counter, so the verifier can replay it from
 the ``counter_after`` of each logged allocation, and a resumed incarnation can rebuild it
 from the log instead of trusting a separate state file that a crash could leave stale.
+This module is arithmetic only: reading the log at a resume is the driver's business
+(:class:`~ftaudit.eventlog.resume.ResumeIndex`, :func:`~.driver.allocator_from_index`).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ftaudit.eventlog.connect import connect
-from ftaudit.eventlog.events import CheckpointRef, WitnessAllocated
+from ftaudit.eventlog.events import WitnessAllocated
 from ftaudit.eventlog.intruns import IntRuns
 
 KEEP_FRACTION = 0.7
@@ -137,50 +136,3 @@ def witness_allocated_event(
         sample_indices=IntRuns.from_sequence(samples),
         stale_ids=stale,
     )
-
-
-def logged_counter(run_dir: str | os.PathLike[str]) -> int:
-    """The highest ``counter_after`` ever logged in the run, across every incarnation."""
-    with connect(run_dir) as con:
-        row = con.execute("SELECT max(counter_after) FROM witness_allocated").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
-def checkpoint_counter(run_dir: str | os.PathLike[str], checkpoint: CheckpointRef) -> int:
-    """The allocator's counter when ``checkpoint`` was saved: the highest ``counter_after``
-    its saving incarnation logged for steps up to the checkpoint iteration (0 if none)."""
-    with connect(run_dir) as con:
-        row = con.execute(
-            "SELECT max(counter_after) FROM witness_allocated WHERE incarnation = ? AND step <= ?",
-            [checkpoint.incarnation, checkpoint.iteration],
-        ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
-def logged_buffer_sizes(run_dir: str | os.PathLike[str]) -> set[int]:
-    """Every buffer size an incarnation of the run declared at its start."""
-    with connect(run_dir) as con:
-        rows = con.execute("SELECT DISTINCT buffer_size FROM run_started").fetchall()
-    return {int(r[0]) for r in rows if r[0] is not None}
-
-
-def allocator_from_run(run_dir: str | os.PathLike[str], buffer_size: int) -> WitnessIdAllocator:
-    """Rebuild the allocator from the log: counter = highest ``counter_after`` ever logged.
-
-    Taking the maximum over all incarnations (not the checkpoint's counter) means a
-    resumed incarnation never re-issues an id that an abandoned one used, so weights that
-    were not rolled back show up as extra ids. A run directory without events yields a
-    fresh allocator. The ring cannot change size mid-run, so another logged buffer size
-    is an error.
-    """
-    allocator = WitnessIdAllocator(buffer_size)
-    if not any((Path(run_dir) / "events").glob("*/*.parquet")):
-        return allocator  # nothing was ever logged (or durable): a fresh ring
-    sizes = logged_buffer_sizes(run_dir) - {buffer_size}
-    if sizes:
-        raise ValueError(
-            f"{run_dir}: the run was started with buffer size {sorted(sizes)}, "
-            f"not {buffer_size}; the witness ring cannot change size within a run"
-        )
-    allocator.resume(logged_counter(run_dir))
-    return allocator

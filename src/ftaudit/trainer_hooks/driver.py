@@ -35,13 +35,12 @@ from ftaudit.eventlog.events import (
 )
 from ftaudit.eventlog.identity import Driver
 from ftaudit.eventlog.intruns import IntRuns
-from ftaudit.eventlog.run import RunLog, find_checkpoint
+from ftaudit.eventlog.resume import ResumeIndex
+from ftaudit.eventlog.run import RunLog
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 from ftaudit.trainer_hooks.allocator import (
     WitnessIdAllocator,
     WitnessInfo,
-    allocator_from_run,
-    checkpoint_counter,
     max_ids_per_step,
     min_buffer_size,
     witness_allocated_event,
@@ -62,6 +61,28 @@ def should_retry(cells: Mapping[int, CellOutcome]) -> bool:
         if not c.errored
         for o in c.ranks
     )
+
+
+def allocator_from_index(index: ResumeIndex, buffer_size: int) -> WitnessIdAllocator:
+    """Rebuild the allocator from the log: counter = highest ``counter_after`` ever logged.
+
+    Taking the maximum over all incarnations (not the checkpoint's counter) means a
+    resumed incarnation never re-issues an id that an abandoned one used, so weights that
+    were not rolled back show up as extra ids. A run directory without events yields a
+    fresh allocator. The ring cannot change size mid-run, so another logged buffer size
+    is an error.
+    """
+    allocator = WitnessIdAllocator(buffer_size)
+    if index.empty:
+        return allocator  # nothing was ever logged (or durable): a fresh ring
+    sizes = index.buffer_sizes - {buffer_size}
+    if sizes:
+        raise ValueError(
+            f"{index.run_dir}: the run was started with buffer size {sorted(sizes)}, "
+            f"not {buffer_size}; the witness ring cannot change size within a run"
+        )
+    allocator.resume(index.highest_counter())
+    return allocator
 
 
 def errored() -> CellOutcome:
@@ -110,16 +131,20 @@ class DriverSession:
         dataset_size: int | None = None,
         deterministic_order: bool | None = None,
         options: WriterOptions | None = None,
+        index: ResumeIndex | None = None,
     ) -> DriverSession:
         """Open incarnation 0 in a fresh directory, or the next incarnation of a run.
 
         ``resume_from`` is the checkpoint this incarnation loaded (an iteration is looked
-        up in the log). Training then continues at :attr:`first_step`.
+        up in the log). Training then continues at :attr:`first_step`. ``index`` is the
+        run's :class:`ResumeIndex` when the caller already opened it (to pick the
+        checkpoint): the log is then read once per resume, not twice.
         """
-        ref = find_checkpoint(run_dir, resume_from) if isinstance(resume_from, int) else resume_from
+        index = index if index is not None else ResumeIndex.open(run_dir)
+        ref = index.checkpoint_at(resume_from) if isinstance(resume_from, int) else resume_from
         if isinstance(resume_from, int) and ref is None:
             raise ValueError(f"{run_dir}: no complete checkpoint at iteration {resume_from}")
-        allocator = allocator_from_run(run_dir, buffer_size)
+        allocator = allocator_from_index(index, buffer_size)
         run = RunLog.start(
             run_dir,
             buffer_size=buffer_size,
@@ -147,7 +172,7 @@ class DriverSession:
             )
             session.writer.flush()
             session.resume_stale_ids = _slots_to_zero_at_resume(
-                run_dir, ref, info.stale_ids, allocator.counter, buffer_size
+                index, ref, info.stale_ids, allocator.counter, buffer_size
             )
         return session
 
@@ -278,7 +303,7 @@ class DriverSession:
 
 
 def _slots_to_zero_at_resume(
-    run_dir: str | os.PathLike[str],
+    index: ResumeIndex,
     checkpoint: CheckpointRef | None,
     stale_ids: list[int],
     counter: int,
@@ -295,6 +320,6 @@ def _slots_to_zero_at_resume(
     """
     if checkpoint is None:
         return stale_ids  # a restart from nothing: fresh, all-zero witnesses
-    start = checkpoint_counter(run_dir, checkpoint)
+    start = index.counter_at(checkpoint)
     abandoned = IntRuns.arc(start, min(counter - start, buffer_size), buffer_size).to_list()
     return sorted(set(stale_ids) | set(abandoned))

@@ -28,10 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ftaudit.errors import CorruptSegmentError, UnusableInputError
-from ftaudit.eventlog.reader import RunScan, SegmentInfo, _check_segment
+from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, check_segment
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.segment import EVENTS_DIR, SEGMENT_SUFFIX, TEMP_PREFIX
+from ftaudit.eventlog.rundir import SegmentFile, list_segments
 
 _ALLOC = default_registry["witness_allocated"]
 _START = default_registry["run_started"]
@@ -64,16 +64,25 @@ class Window:
 
 @dataclass
 class _File:
-    path: Path
-    first_seq: int
+    """A listed segment whose footer is read at most once, when first needed."""
+
+    listed: SegmentFile
     _md: pq.FileMetaData | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.listed.path
+
+    @property
+    def first_seq(self) -> int:
+        return self.listed.first_seq
 
     @property
     def md(self) -> pq.FileMetaData:
         if self._md is None:
             try:
                 self._md = pq.read_metadata(self.path)
-            except (OSError, pa.ArrowException) as exc:
+            except UNREADABLE as exc:
                 reason = f"not a readable Parquet file ({exc})"
                 raise CorruptSegmentError(self.path, reason) from None
         return self._md
@@ -88,33 +97,6 @@ class _File:
             if stats is not None and stats.has_min_max:
                 best = stats.max if best is None else max(best, stats.max)
         return best
-
-
-def _listing(run_dir: Path) -> tuple[dict[str, list[_File]], list[Path]]:
-    events = run_dir / EVENTS_DIR
-    if not run_dir.is_dir():
-        raise UnusableInputError(f"{run_dir}: no such run directory")
-    if not events.is_dir():
-        raise UnusableInputError(f"{run_dir}: not a run directory (no {EVENTS_DIR}/ folder)")
-    writers: dict[str, list[_File]] = {}
-    torn: list[Path] = []
-    for entry in sorted(os.scandir(events), key=lambda e: e.name):
-        if entry.is_symlink() or not entry.is_dir():
-            raise UnusableInputError(f"{entry.path}: unexpected entry in {EVENTS_DIR}/")
-        files = []
-        for f in os.scandir(entry.path):
-            if f.name.startswith(TEMP_PREFIX):
-                torn.append(Path(f.path))
-            elif f.name.endswith(SEGMENT_SUFFIX) and f.name[: -len(SEGMENT_SUFFIX)].isdigit():
-                files.append(_File(Path(f.path), int(f.name[: -len(SEGMENT_SUFFIX)])))
-            else:
-                raise UnusableInputError(f"{f.path}: unexpected file in a writer folder")
-        files.sort(key=lambda x: x.first_seq)
-        if files:
-            writers[entry.name] = files
-    if not writers:
-        raise UnusableInputError(f"{run_dir}: the run has no event segments")
-    return writers, sorted(torn)
 
 
 def _suffix(files: list[_File], lookback: int) -> int:
@@ -196,8 +178,8 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
 
 def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Window]:
     """The segments an incremental verification of steps ``>= since`` must read."""
-    root = Path(run_dir)
-    writers, torn = _listing(root)
+    listing = list_segments(run_dir)
+    writers = {w: [_File(f) for f in files] for w, files in listing.writers.items()}
     drivers = {w: f for w, f in writers.items() if w.startswith("driver.")}
     lookback = _lookback(drivers, since)
     chosen: list[SegmentInfo] = []
@@ -209,12 +191,12 @@ def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Window
         last_seq[writer] = last.first_seq + last.md.num_rows - 1
         i = _suffix(files, lookback)
         if writer in drivers and i > 0:
-            chosen.append(_check_segment(files[0].path, writer))
+            chosen.append(check_segment(files[0].listed))
             heads.add(str(files[0].path))
         if i < len(files):
             first_seq[writer] = files[i].first_seq
-        chosen += [_check_segment(f.path, writer) for f in files[i:]]
+        chosen += [check_segment(f.listed) for f in files[i:]]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
     window = Window(since, lookback, first_seq, last_seq, frozenset(heads), total)
-    return RunScan(root, tuple(chosen), tuple(torn)), window
+    return RunScan(listing.run_dir, tuple(chosen), listing.torn), window

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import RunFileError
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
-from ftaudit.eventlog.run import RUN_FILE, read_run_id
+from ftaudit.eventlog.run import read_run_id
+from ftaudit.eventlog.rundir import RUN_FILE
 from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation

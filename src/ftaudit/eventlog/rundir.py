@@ -1,0 +1,159 @@
+"""The run directory: its layout, the "is this a run" check, and the one listing of its files.
+
+Layout (see ``eventlog/README.md``)::
+
+    RUN_DIR/run.json                                   the run id
+    RUN_DIR/incarnations/<k, 6 digits>/                one per started incarnation
+    RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet
+    RUN_DIR/events/<writer id>/.<...>.tmp              a flush a crash cut short
+
+Every reader (the full scan, the incremental window, the resume index) lists a run's
+segments through :func:`list_segments`, which returns explicit paths: a user's run
+directory is never pasted into a glob, so a run named ``g[1]`` or ``**`` reads as itself.
+This module imports nothing beyond the standard library, so a writer process stays light.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from ftaudit.errors import CorruptSegmentError, UnusableInputError
+
+EVENTS_DIR = "events"
+"""The folder of a run's segments, one sub-folder per writer."""
+RUN_FILE = "run.json"
+"""The file holding the run id."""
+INCARNATIONS_DIR = "incarnations"
+"""The folder whose entries claim incarnation numbers (an atomic mkdir each)."""
+SEGMENT_SUFFIX = ".parquet"
+TEMP_PREFIX = "."
+"""A flush writes ``.<name>.<pid>.tmp`` first and renames it: a dot file is a torn flush."""
+SEQ_DIGITS = 12
+
+
+def events_dir(run_dir: str | os.PathLike[str]) -> Path:
+    return Path(run_dir) / EVENTS_DIR
+
+
+def writer_dir(run_dir: str | os.PathLike[str], writer: str) -> Path:
+    """The folder of one writer's segments."""
+    return events_dir(run_dir) / writer
+
+
+def segment_path(run_dir: str | os.PathLike[str], writer: str, first_seq: int) -> Path:
+    """Where the segment of ``writer`` starting at ``first_seq`` lives."""
+    return writer_dir(run_dir, writer) / f"{first_seq:0{SEQ_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def incarnation_dir(run_dir: str | os.PathLike[str], incarnation: int) -> Path:
+    return Path(run_dir) / INCARNATIONS_DIR / f"{incarnation:06d}"
+
+
+def is_run(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``run_dir`` already holds a run (its events folder exists, even empty).
+
+    Writers that must start in a fresh directory (the demo, synth) refuse such a folder.
+    """
+    return os.path.lexists(events_dir(run_dir))
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """One sealed segment as listed: its path, its writer folder and its first sequence number
+    (from the name; the footer is checked against it when the file is read)."""
+
+    path: Path
+    writer: str
+    first_seq: int
+
+
+@dataclass(frozen=True)
+class SegmentListing:
+    """The segments of a run, per writer in sequence order, and the torn temp files."""
+
+    run_dir: Path
+    writers: Mapping[str, tuple[SegmentFile, ...]]
+    """Writer id -> its segments ordered by first sequence number (writers in name order)."""
+    torn: tuple[Path, ...]
+
+    @property
+    def files(self) -> tuple[SegmentFile, ...]:
+        """Every segment, ordered by writer then sequence number."""
+        return tuple(f for files in self.writers.values() for f in files)
+
+    def __len__(self) -> int:
+        return sum(len(f) for f in self.writers.values())
+
+
+def _first_seq(name: str) -> int | None:
+    stem = name[: -len(SEGMENT_SUFFIX)]
+    return int(stem) if len(stem) == SEQ_DIGITS and stem.isdigit() and stem.isascii() else None
+
+
+def _entry_kind(path: Path) -> int:
+    """The ``stat`` file type of ``path`` itself (a symbolic link is reported as one)."""
+    return stat.S_IFMT(path.lstat().st_mode)
+
+
+def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False) -> SegmentListing:
+    """List a run's segments; raise a one-line error naming the first unexpected entry.
+
+    Inside ``events/`` everything must be what a writer leaves: writer folders (not
+    links) holding plain segment files named by their first sequence number, and plain
+    temp files of cut-short flushes. A symbolic link anywhere below the run directory
+    is refused: a run's evidence must be inside it. ``allow_empty`` accepts a directory
+    with no segment (or no ``events/`` folder at all) and returns an empty listing;
+    without it that is an :class:`UnusableInputError`.
+    """
+    root = Path(run_dir)
+    events = events_dir(root)
+    if not root.exists():
+        if allow_empty:
+            return SegmentListing(root, MappingProxyType({}), ())
+        raise UnusableInputError(f"{root}: no such run directory")
+    if not root.is_dir():
+        raise UnusableInputError(f"{root}: not a directory")
+    if events.is_symlink():
+        raise UnusableInputError(
+            f"{events}: is a symbolic link; a run's segments must be inside its directory"
+        )
+    if not events.is_dir():
+        if allow_empty and not events.exists():
+            return SegmentListing(root, MappingProxyType({}), ())
+        raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
+    writers: dict[str, tuple[SegmentFile, ...]] = {}
+    torn: list[Path] = []
+    for folder in sorted(events.iterdir()):
+        if _entry_kind(folder) != stat.S_IFDIR:
+            raise UnusableInputError(f"{folder}: unexpected entry in {EVENTS_DIR}/")
+        files: list[SegmentFile] = []
+        for path in sorted(folder.iterdir()):
+            kind = _entry_kind(path)
+            if path.name.startswith(TEMP_PREFIX):
+                if kind != stat.S_IFREG:
+                    raise UnusableInputError(f"{path}: unexpected entry in a writer folder")
+                torn.append(path)
+            elif path.name.endswith(SEGMENT_SUFFIX):
+                if kind == stat.S_IFLNK:
+                    reason = "is a symbolic link; segments must be plain files"
+                    raise CorruptSegmentError(path, reason)
+                if kind != stat.S_IFREG:
+                    raise CorruptSegmentError(path, "is not a regular file")
+                first_seq = _first_seq(path.name)
+                if first_seq is None:
+                    reason = f"name is not a {SEQ_DIGITS}-digit sequence number"
+                    raise CorruptSegmentError(path, reason)
+                files.append(SegmentFile(path, folder.name, first_seq))
+            else:
+                raise UnusableInputError(f"{path}: unexpected file in a writer folder")
+        if files:
+            files.sort(key=lambda f: f.first_seq)
+            writers[folder.name] = tuple(files)
+    if not writers and not allow_empty:
+        raise UnusableInputError(f"{root}: the run has no event segments")
+    return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)))

@@ -1,0 +1,128 @@
+"""The one owner of a run directory: layout, the is-a-run check, and the segment listing that
+the full reader, the incremental reader and the resume index all use."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ftaudit.errors import CorruptSegmentError, UnusableInputError
+from ftaudit.eventlog import ResumeIndex, is_run, list_segments, scan_run
+from ftaudit.eventlog.rundir import EVENTS_DIR, segment_path
+from ftaudit.synth import SynthConfig, synthesize
+from ftaudit.verifier.window import select
+
+TINY = SynthConfig(
+    steps=8,
+    cells=2,
+    ranks=1,
+    buffer_size=256,
+    samples_per_step=16,
+    restarts=1,
+    retries=1,
+    checkpoint_every=2,
+    flush_every=2,
+    seed=3,
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synthesize(tmp_path_factory.mktemp("rundir") / "run", TINY).run_dir
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to, symlinks=True)
+    return to
+
+
+@pytest.mark.parametrize("name", ["g[1]", "**", "a*b?", "{x,y}"])
+def test_glob_characters_in_the_run_name_are_read_as_themselves(
+    tiny_run: Path, tmp_path: Path, name: str
+) -> None:
+    # a decoy that a glob built from the path would match instead of (or besides) the run
+    _copy(tiny_run, tmp_path / "g1")
+    run = _copy(tiny_run, tmp_path / name)
+    listing = list_segments(run)
+    assert len(listing) == len(scan_run(tiny_run).segments)
+    assert all(f.path.parent.parent == run / EVENTS_DIR for f in listing.files)
+    assert [s.path for s in scan_run(run).segments] == [f.path for f in listing.files]
+    chosen, _ = select(run, since=4)
+    assert chosen.segments and all(s.path.is_relative_to(run) for s in chosen.segments)
+    latest = ResumeIndex.open(tiny_run).latest_checkpoint()
+    assert latest is not None and ResumeIndex.open(run).latest_checkpoint() == latest
+
+
+def test_listing_is_ordered_by_writer_then_sequence(tiny_run: Path) -> None:
+    listing = list_segments(tiny_run)
+    assert list(listing.writers) == sorted(listing.writers)
+    for writer, files in listing.writers.items():
+        assert [f.first_seq for f in files] == sorted(f.first_seq for f in files)
+        assert all(f.path == segment_path(tiny_run, writer, f.first_seq) for f in files)
+
+
+def _readers(run: Path) -> list:
+    """Every reader of a run directory: each must refuse what the listing refuses."""
+    return [
+        lambda: scan_run(run),
+        lambda: select(run, since=4),
+        lambda: ResumeIndex.open(run),
+    ]
+
+
+def _link_writer_folder(run: Path) -> None:
+    folder = next(p for p in sorted((run / EVENTS_DIR).iterdir()))
+    moved = run.parent / "elsewhere"
+    os.rename(folder, moved)
+    folder.symlink_to(moved)
+
+
+def _link_segment(run: Path) -> None:
+    segment = sorted((run / EVENTS_DIR).glob("*/*.parquet"))[-1]
+    moved = run.parent / "outside.parquet"
+    os.rename(segment, moved)
+    segment.symlink_to(moved)
+
+
+def _misname_segment(run: Path) -> None:
+    segment = sorted((run / EVENTS_DIR).glob("*/*.parquet"))[-1]
+    os.rename(segment, segment.with_name("12.parquet"))
+
+
+def _link_temp_file(run: Path) -> None:
+    folder = next(p for p in sorted((run / EVENTS_DIR).iterdir()))
+    (run.parent / "target").write_bytes(b"x")
+    (folder / ".000000000001.parquet.1.tmp").symlink_to(run.parent / "target")
+
+
+@pytest.mark.parametrize(
+    ("damage", "error", "message"),
+    [
+        (_link_writer_folder, UnusableInputError, "unexpected entry in events/"),
+        (_link_segment, CorruptSegmentError, "symbolic link"),
+        (_misname_segment, CorruptSegmentError, "12-digit sequence number"),
+        (_link_temp_file, UnusableInputError, "unexpected entry in a writer folder"),
+    ],
+)
+@pytest.mark.parametrize("reader", range(3), ids=["full", "incremental", "resume"])
+def test_every_reader_refuses_the_same_entries(
+    tiny_run: Path, tmp_path: Path, damage, error: type, message: str, reader: int
+) -> None:
+    run = _copy(tiny_run, tmp_path / "run")
+    damage(run)
+    with pytest.raises(error, match=message) as err:
+        _readers(run)[reader]()
+    assert "\n" not in str(err.value)
+
+
+def test_is_run_and_an_empty_listing(tmp_path: Path) -> None:
+    assert not is_run(tmp_path / "missing") and not is_run(tmp_path)
+    assert len(list_segments(tmp_path / "missing", allow_empty=True)) == 0
+    (tmp_path / EVENTS_DIR).mkdir()
+    assert is_run(tmp_path)
+    assert len(list_segments(tmp_path, allow_empty=True)) == 0
+    with pytest.raises(UnusableInputError, match="no event segments"):
+        list_segments(tmp_path)
