@@ -34,7 +34,8 @@ def _both(fn: Any, cells: list[CellWorker]) -> list[Any]:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=60)
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "a cell never returned"
     return out
 
 

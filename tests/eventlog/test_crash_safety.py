@@ -36,9 +36,10 @@ def test_sigkill_at_random_points_loses_only_the_unflushed_tail(tmp_path: Path, 
         )
         proc.start()
         # wait until the child has started, then let it run for a random while
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # generous: a loaded machine starts children slowly
         while not progress.exists() and time.monotonic() < deadline:
             time.sleep(0.002)
+        assert progress.exists(), "the writer child never started"
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()

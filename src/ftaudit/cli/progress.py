@@ -3,6 +3,10 @@
 A pipe or a CI log gets no progress at all (no carriage-return spam); a person at a
 terminal sees which rule runs and how far the verifier is. The bar is transient: it is
 erased when verification ends, so the report that follows stands alone.
+
+The bar is drawn when a phase starts, not by a timer thread: what a person sees does
+not depend on how fast the machine is, and every phase name reaches the terminal even
+when verification takes less than one refresh interval.
 """
 
 from __future__ import annotations
@@ -50,13 +54,13 @@ def progress_display(enabled: bool, phases: int) -> Iterator[Progress | None]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Bar(*columns, console=console, transient=True) as bar:
+    with Bar(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task("verifying", total=max(phases, 1))
         started = 0
 
         def update(what: str) -> None:
             nonlocal started
-            bar.update(task, completed=min(started, phases), description=what)
+            bar.update(task, completed=min(started, phases), description=what, refresh=True)
             started += 1
 
         yield update

@@ -54,7 +54,7 @@ def test_two_rank_ddp_rows_are_equal_and_global(tmp_path: Path) -> None:
         for rank in range(2)
     ]
     for proc in procs:
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
     driver.finish()
 
