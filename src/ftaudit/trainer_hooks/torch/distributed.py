@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ftaudit.eventlog.events import CellOutcome, CheckpointRef, ChecksumWhen, Outcome, RunStatus
-from ftaudit.eventlog.run import CompleteCheckpoint, complete_checkpoints, latest_checkpoint
+from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.allocator import WitnessInfo
 from ftaudit.trainer_hooks.driver import DriverSession
@@ -134,7 +134,8 @@ class DistributedRun:
 
         def open_driver() -> _Opening:
             nonlocal driver
-            found = _resume_point(run_dir, resume)
+            index = ResumeIndex.open(run_dir)  # the log, read once for the whole resume
+            found = _resume_point(index, resume)
             driver = DriverSession.start(
                 run_dir,
                 buffer_size=buffer_size,
@@ -143,6 +144,7 @@ class DistributedRun:
                 dataset_size=dataset_size,
                 deterministic_order=deterministic_order,
                 options=options,
+                index=index,
             )
             return _Opening(
                 driver.incarnation, driver.first_step, found, list(driver.resume_stale_ids)
@@ -264,14 +266,14 @@ class DistributedRun:
         _decide(lambda: self.driver.finish(status))  # type: ignore[union-attr]
 
 
-def _resume_point(run_dir: str | os.PathLike[str], resume: Resume) -> CompleteCheckpoint | None:
+def _resume_point(index: ResumeIndex, resume: Resume) -> CompleteCheckpoint | None:
     if resume is None:
         return None
     if resume == "latest":
-        return latest_checkpoint(run_dir)
-    found = [c for c in complete_checkpoints(run_dir) if c.ref.iteration == resume]
+        return index.latest_checkpoint()
+    found = [c for c in index.checkpoints if c.ref.iteration == resume]
     if not found:
-        raise ValueError(f"{run_dir}: no complete checkpoint at iteration {resume}")
+        raise ValueError(f"{index.run_dir}: no complete checkpoint at iteration {resume}")
     return max(found, key=lambda c: c.ref.incarnation)
 
 
