@@ -157,7 +157,7 @@ def _replay(b: RunBuilder, order: bool | None) -> None:
 
 
 def replay_differs(b: RunBuilder) -> None:
-    _replay(b, None)
+    _replay(b, True)
 
 
 def replay_differs_nondeterministic(b: RunBuilder) -> None:
@@ -316,13 +316,19 @@ CASES = (
         "a replayed step training other samples",
         "FT005",
         replay_differs,
-        (Expect(step=2, samples=(9, 10, 11, 6, 7, 8), text="replayed"),),
+        (
+            Expect(step=2, samples=(9, 10, 11, 6, 7, 8), text="replayed"),
+            Expect(samples=(6, 7, 8), kind="skipped_sample", text="declares a deterministic"),
+        ),
     ),
     Case(
         "a replayed step training other samples, order declared non-deterministic",
         "FT005",
         replay_differs_nondeterministic,
-        (Expect(step=2, severity="warning", text="non-deterministic"),),
+        (
+            Expect(step=2, severity="warning", text="does not declare a deterministic"),
+            Expect(samples=(6, 7, 8), severity="warning", kind="skipped_sample"),
+        ),
     ),
     Case("replicas agree (ranks within a cell differ)", "FT006", replicas_equal, cells=2),
     Case(

@@ -165,7 +165,9 @@ class CellWorker:
                 ):
                     loss = loss * float("nan")  # a bad rollout: this cell must not commit
                 loss.backward()
-            hooks.log_sample_advantages(batch.witness_ids, batch.token_counts, batch.all_zero)
+            hooks.log_sample_advantages(  # policy_loss scales every term by the advantage
+                batch.witness_ids, batch.token_counts, batch.all_zero, pure_advantage_loss=True
+            )
             self.heartbeat.beat()
             hooks.maybe_fault("before_allreduce")
             committed = self._exchange_and_vote(finite=bool(torch.isfinite(loss.detach())))

@@ -21,6 +21,7 @@ from ftaudit.trainer_hooks.driver import (
     should_retry,
 )
 from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule, FaultSpec, fire
+from ftaudit.trainer_hooks.stream import counter_positions, sampler_positions
 
 __all__ = [
     "KEEP_FRACTION",
@@ -31,12 +32,14 @@ __all__ = [
     "WitnessIdAllocator",
     "WitnessInfo",
     "allocator_from_index",
+    "counter_positions",
     "errored",
     "fire",
     "keep_size",
     "max_ids_per_step",
     "min_buffer_size",
     "ranks",
+    "sampler_positions",
     "should_retry",
     "witness_allocated_event",
 ]

@@ -129,7 +129,7 @@ class DriverSession:
         resume_from: CheckpointRef | int | None = None,
         config: dict[str, object] | None = None,
         dataset_size: int | None = None,
-        deterministic_order: bool | None = None,
+        deterministic_order: bool = False,
         options: WriterOptions | None = None,
         index: ResumeIndex | None = None,
     ) -> DriverSession:
@@ -139,6 +139,14 @@ class DriverSession:
         up in the log). Training then continues at :attr:`first_step`. ``index`` is the
         run's :class:`ResumeIndex` when the caller already opened it (to pick the
         checkpoint): the log is then read once per resume, not twice.
+
+        The sample indices given to :meth:`allocate` are positions in the run's data
+        stream (a consumed-samples counter, see docs/trainer_hooks.md), and the verifier
+        always checks that the committed ones form one contiguous range from 0 and that a
+        replayed step trains what the abandoned one did. ``deterministic_order`` says how
+        hard: True (the loader replays the same stream after a resume, e.g. a seeded
+        sampler restored to its position) makes a hole or a changed replay an error;
+        False, the default, makes them warnings.
         """
         index = index if index is not None else ResumeIndex.open(run_dir)
         ref = index.checkpoint_at(resume_from) if isinstance(resume_from, int) else resume_from

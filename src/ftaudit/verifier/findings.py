@@ -44,6 +44,8 @@ class Violation:
     """The sample indices of ``ids`` where known."""
     id_count: int | None = None
     """How many ids (or, without ids, sample indices) were involved: the lists are cut."""
+    details: tuple[str, ...] = ()
+    """The per-step findings a root-cause violation groups under its headline."""
     kind: str = "unspecified"
     """What broke, as a stable machine-readable word of the rule's ``kinds`` (``missing``,
     ``extra``, ``hole``...); documented in ``docs/cli.md``. Tools switch on it, never on
@@ -60,6 +62,8 @@ class Violation:
         if self.ids:
             out["ids"] = list(self.ids)
             out["id_count"] = self.id_count if self.id_count is not None else len(self.ids)
+        if self.details:
+            out["details"] = list(self.details)
         if self.sample_indices:
             out["sample_indices"] = list(self.sample_indices)
             out["sample_count"] = (

@@ -52,7 +52,9 @@ def _train(driver: DriverSession, hooks: TrainerHooks, step: int) -> dict[str, I
         hooks.optimizer.step()
         snapshot = hooks.after_optimizer_step(info.stale_ids, checksum=True)
         hooks.log_metrics({"loss": float("nan") if step == 0 else 1.5})
-        hooks.log_sample_advantages(info.witness_ids, [SEQ] * BATCH, [False] * BATCH)
+        hooks.log_sample_advantages(
+            info.witness_ids, [SEQ] * BATCH, [False] * BATCH, pure_advantage_loss=True
+        )
     driver.end_attempt(step, 0, {0: ranks("normal")})
     return snapshot
 
@@ -142,7 +144,7 @@ def test_advantage_summary_counts_loss_tokens_and_all_zero_samples(tmp_path: Pat
     driver = DriverSession.start(tmp_path, buffer_size=B)
     hooks = _worker(tmp_path, driver.incarnation, seed=0)
     with hooks.step(0, 0):
-        hooks.log_advantages(torch.tensor([4, 5, 6]), advantages, mask)
+        hooks.log_advantages(torch.tensor([4, 5, 6]), advantages, mask, pure_advantage_loss=True)
     hooks.close()
     driver.finish()
     (summary,) = [

@@ -218,11 +218,17 @@ class TrainerHooks:
         witness_ids: Sequence[int] | torch.Tensor,
         token_counts: Sequence[int] | torch.Tensor,
         all_zero: Sequence[bool] | torch.Tensor,
+        *,
+        pure_advantage_loss: bool,
     ) -> None:
         """Per local sample: witness id, local token count, whether every advantage was zero.
 
-        Samples with all-zero advantage legitimately leave no trace in the witness; this
-        is what lets the verifier excuse them.
+        A sample whose gradient is exactly zero legitimately leaves no trace in the
+        witness; this is what lets the verifier excuse it: one with no loss tokens (summed
+        over the ranks holding its tokens) always, one with all-zero advantage only when
+        ``pure_advantage_loss`` declares that every loss term scales with the advantage.
+        With a KL penalty or an entropy bonus, declare False: such samples still get
+        gradient and are expected like any other.
         """
         self.writer.log(
             SampleAdvantageSummary(
@@ -230,6 +236,7 @@ class TrainerHooks:
                 witness_ids=[int(x) for x in _as_list(witness_ids)],
                 token_counts=[int(x) for x in _as_list(token_counts)],
                 all_zero=[bool(x) for x in _as_list(all_zero)],
+                pure_advantage_loss=pure_advantage_loss,
             )
         )
 
@@ -238,10 +245,14 @@ class TrainerHooks:
         witness_ids: Sequence[int] | torch.Tensor,
         advantages: torch.Tensor,
         loss_mask: torch.Tensor | None = None,
+        *,
+        pure_advantage_loss: bool,
     ) -> None:
         """:meth:`log_sample_advantages` from per-token tensors [batch, seq] of this rank."""
         counts, all_zero = advantage_summary(advantages, loss_mask)
-        self.log_sample_advantages(witness_ids, counts, all_zero)
+        self.log_sample_advantages(
+            witness_ids, counts, all_zero, pure_advantage_loss=pure_advantage_loss
+        )
 
     # -- checksums and checkpoints -------------------------------------------------------
 

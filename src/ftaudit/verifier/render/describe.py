@@ -14,6 +14,9 @@ from ftaudit.verifier.findings import Location, Report, RuleResult, Severity, Vi
 MAX_ID_GROUPS = 8
 """How many runs of ids a violation shows before it only counts the rest."""
 
+MAX_DETAILS = 8
+"""How many grouped per-step details of a root-cause violation a report shows."""
+
 
 def plural(n: int, word: str) -> str:
     """``1 error``, ``3 errors``."""

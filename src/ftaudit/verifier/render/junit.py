@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 from ftaudit.verifier.findings import Report, RuleResult, Severity, Violation
 from ftaudit.verifier.render.describe import (
+    MAX_DETAILS,
     ids_text,
     location_text,
     plural,
@@ -41,6 +42,7 @@ def _violation_text(violation: Violation) -> str:
     ids = ids_text(violation)
     if ids:
         lines.append(f"    ids {ids}")
+    lines += [f"    - {detail}" for detail in violation.details[:MAX_DETAILS]]
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ import re
 
 from ftaudit.verifier.findings import Report
 from ftaudit.verifier.render.describe import (
+    MAX_DETAILS,
     first_violations,
     hidden_text,
     ids_text,
@@ -71,6 +72,7 @@ def render_markdown(report: Report, *, strict: bool = False, max_violations: int
             if ids:
                 item += f"{'' if message.endswith(('.', '!', '?')) else '.'} Ids: {escape(ids)}."
             lines.append(item)
+            lines += [f"  - {escape(detail)}" for detail in v.details[:MAX_DETAILS]]
         if hidden:
             lines += ["", escape(hidden_text(hidden))]
         lines.append("")

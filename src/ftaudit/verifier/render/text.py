@@ -13,6 +13,7 @@ from rich.text import Text
 from ftaudit.verifier.findings import Report, Severity
 from ftaudit.verifier.render.console import string_console
 from ftaudit.verifier.render.describe import (
+    MAX_DETAILS,
     first_violations,
     hidden_text,
     ids_text,
@@ -94,6 +95,11 @@ def render_text(
             if ids:
                 console.print(Text(f"{indent}ids {ids}"), soft_wrap=True)
             console.print(Text(f"{indent}{violation.message}"), soft_wrap=True)
+            for detail in violation.details[:MAX_DETAILS]:
+                console.print(Text(f"{indent}  - {detail}"), soft_wrap=True)
+            if len(violation.details) > MAX_DETAILS:
+                more = len(violation.details) - MAX_DETAILS
+                console.print(Text(f"{indent}  ... and {more} more"), soft_wrap=True)
         if hidden:
             console.print()
             console.print(Text(hidden_text(hidden)), soft_wrap=True)

@@ -56,6 +56,7 @@ class Rule(ABC):
         sample_indices: Sequence[int] = (),
         id_count: int | None = None,
         severity: Severity | None = None,
+        details: Sequence[str] = (),
     ) -> Violation:
         """A violation of this rule; id lists are cut to :data:`MAX_IDS`.
 
@@ -70,6 +71,7 @@ class Rule(ABC):
             severity=severity or self.severity,
             message=message,
             kind=kind,
+            details=tuple(details),
             location=location or Location(),
             ids=tuple(int(i) for i in ids[:MAX_IDS]),
             sample_indices=tuple(int(i) for i in sample_indices[:MAX_IDS]),

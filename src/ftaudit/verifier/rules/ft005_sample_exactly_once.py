@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -13,6 +14,16 @@ from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
 from ftaudit.verifier.spans import Spans, multiply_covered, union_all
 
 
+@dataclass(frozen=True)
+class _Shift:
+    """A resumed incarnation whose stream starts at ``got`` instead of ``want``."""
+
+    incarnation: int
+    iteration: int
+    want: int
+    got: int
+
+
 def _sample_spans(a: Allocation) -> tuple[np.ndarray, np.ndarray]:
     starts = np.asarray(a.sample_indices.starts, dtype=np.int64)
     return starts, starts + np.asarray(a.sample_indices.lengths, dtype=np.int64)
@@ -21,11 +32,15 @@ def _sample_spans(a: Allocation) -> tuple[np.ndarray, np.ndarray]:
 class SampleExactlyOnce(Rule):
     """No sample index is trained twice in the committed history, and none is skipped.
 
-    Across the committed allocations no sample index appears twice. Where the run
-    declares a deterministic data order, the committed indices form one range from 0.
-    A step replayed after a restart trains the same samples as the abandoned
-    incarnation did (a warning instead of an error when the order is declared
-    non-deterministic).
+    A sample index is the sample's position in the run's data stream (a consumed-samples
+    counter; see docs/trainer_hooks.md for a DistributedSampler or a stateful loader).
+    Across the committed allocations no sample index appears twice, and the committed
+    indices form one contiguous range from 0: a hole is an error where the run declares
+    a deterministic data order, a warning otherwise. A step replayed after a restart
+    trains the same samples as the abandoned incarnation did (again an error only under
+    a declared deterministic order). A resumed incarnation whose stream does not continue
+    right after its checkpoint's is reported once, as the root cause, with the per-step
+    duplicates or holes it caused as its details.
 
     Fails::
 
@@ -44,6 +59,10 @@ class SampleExactlyOnce(Rule):
         "duplicate_sample": "a sample index trained more than once in the committed history",
         "skipped_sample": "the committed sample stream has a hole below its highest index",
         "replay_differs": "a step replayed after a restart trained other samples than before",
+        "resumed_stream_replays": "a resumed incarnation's data stream restarted behind its "
+        "checkpoint's, replaying samples (the per-step duplicates are its details)",
+        "resumed_stream_skips": "a resumed incarnation's data stream restarted ahead of its "
+        "checkpoint's, skipping samples",
     }
 
     def check(self, ctx: RunContext) -> Outcome:
@@ -51,11 +70,81 @@ class SampleExactlyOnce(Rule):
         committed = [a for a in ctx.allocations if a.key in keys and a.num_ids > 0]
         out: list[Violation] = []
         if committed:
-            out += self._duplicates(ctx, committed)
-            if ctx.deterministic_order:
-                out += self._skipped(ctx, committed)
+            shifts = self._resumed_streams(ctx, committed)
+            duplicates = self._duplicates(ctx, committed)
+            skipped = self._skipped(ctx, committed)
+            out += self._headlines(ctx, shifts, duplicates, skipped)
         out += self._replays(ctx, committed)
         return Outcome(len(committed), tuple(out))
+
+    def _severity(self, ctx: RunContext) -> Severity:
+        """Errors where the run declares a deterministic order, else warnings."""
+        return Severity.ERROR if ctx.deterministic_order else Severity.WARNING
+
+    def _resumed_streams(self, ctx: RunContext, committed: list[Allocation]) -> list[_Shift]:
+        """Each resumed incarnation whose stream does not continue its checkpoint's.
+
+        The checkpoint's stream ends after the highest sample index its lineage committed
+        up to the checkpoint iteration; the resumed incarnation's first committed step
+        should start right after it.
+        """
+        out = []
+        for inc in ctx.incarnations.values():
+            c = inc.resumed_iteration
+            if c is None or not ctx.new_incarnation(inc.incarnation):
+                continue
+            first = [a for a in committed if a.incarnation == inc.incarnation and a.step == c + 1]
+            before = [a for a in committed if a.step <= c]
+            if not first or not before:
+                continue
+            want = 1 + max(int(_sample_spans(a)[1].max()) - 1 for a in before)
+            got = min(int(_sample_spans(a)[0].min()) for a in first)
+            if got != want:
+                out.append(_Shift(inc.incarnation, c, want, got))
+        return out
+
+    def _headlines(
+        self,
+        ctx: RunContext,
+        shifts: list[_Shift],
+        duplicates: list[Violation],
+        skipped: list[Violation],
+    ) -> list[Violation]:
+        """One violation per root cause, its per-step findings grouped under it."""
+        out = []
+        rest = [*duplicates, *skipped]
+        for shift in shifts:
+            replays = shift.got < shift.want
+            lo, hi = (shift.got, shift.want) if replays else (shift.want, shift.got)
+            kind = "duplicate_sample" if replays else "skipped_sample"
+            mine = [
+                v
+                for v in rest
+                if v.kind == kind and v.sample_indices and lo <= min(v.sample_indices) < hi
+            ]
+            rest = [v for v in rest if v not in mine]
+            named = ctx.describe_samples(np.arange(lo, min(hi, lo + MAX_IDS)), total=hi - lo)
+            effect = (
+                f"it replays samples {named}, which the checkpoint's lineage already trained, "
+                "so the model sees them twice"
+                if replays
+                else f"it skips samples {named}, which are never trained"
+            )
+            out.append(
+                self.violation(
+                    f"the resumed data stream of incarnation {shift.incarnation} starts at "
+                    f"sample {shift.got}, not at {shift.want} (right after checkpoint "
+                    f"{shift.iteration}'s committed stream): {effect}; the data loader was "
+                    "not restored to the checkpoint's position",
+                    kind="resumed_stream_replays" if replays else "resumed_stream_skips",
+                    location=Location(shift.iteration + 1, incarnation=shift.incarnation),
+                    sample_indices=range(lo, min(hi, lo + MAX_IDS)),
+                    id_count=hi - lo,
+                    severity=Severity.ERROR if replays else self._severity(ctx),
+                    details=[v.message for v in mine],
+                )
+            )
+        return out + rest
 
     def _duplicates(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
         pairs = [_sample_spans(a) for a in committed]
@@ -104,15 +193,21 @@ class SampleExactlyOnce(Rule):
         if not skipped:
             return []
         shown = skipped.head(MAX_IDS)
+        severity = self._severity(ctx)
+        why = (
+            "although the run declares a deterministic data order"
+            if severity is Severity.ERROR
+            else "(a warning: the run does not declare a deterministic data order; sample "
+            "indices must be stream positions, see docs/trainer_hooks.md)"
+        )
         return [
             self.violation(
                 f"{len(skipped)} samples {ctx.describe_samples(shown, total=len(skipped))} "
-                "below the highest "
-                f"committed index ({top - 1}) were never trained, although the run declares a "
-                "deterministic data order",
+                f"below the highest committed index ({top - 1}) were never trained, {why}",
                 kind="skipped_sample",
                 sample_indices=shown.tolist(),
                 id_count=len(skipped),
+                severity=severity,
             )
         ]
 
@@ -132,7 +227,7 @@ class SampleExactlyOnce(Rule):
                 latest[key] = []
             if not latest[key] or latest[key][0].attempt == a.attempt:
                 latest[key].append(a)
-        severity = Severity.WARNING if ctx.deterministic_order is False else Severity.ERROR
+        severity = self._severity(ctx)
         out = []
         for (inc, step), abandoned in sorted(latest.items()):
             if step not in final:
@@ -145,7 +240,7 @@ class SampleExactlyOnce(Rule):
             only_new, only_old = new.head(MAX_IDS), old.head(MAX_IDS)
             c = final[step]
             note = (
-                " (the run declares a non-deterministic data order)"
+                " (the run does not declare a deterministic data order)"
                 if severity is Severity.WARNING
                 else ""
             )
