@@ -8,7 +8,6 @@ trainer hooks), and each snapshot shows exactly the slots that should be nonzero
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from ftaudit.eventlog import (
     WitnessSnapshot,
     step_context,
 )
+from ftaudit.eventlog.ring import keep_size
 
 INSTANCES = ("pp0_chunk0.head", "pp0_chunk0.tail")
 
@@ -50,7 +50,7 @@ def _arc(start: int, count: int, ring: int) -> list[int]:
 def write_run(run_dir: Path, shape: RunShape = RunShape()) -> Path:
     """Write a complete, finished run; with ``drop_id_at_step`` one sample goes missing."""
     B, n = shape.buffer_size, shape.samples_per_step
-    keep = math.floor(0.7 * B)
+    keep = keep_size(B)
     run = RunLog.start(
         run_dir,
         buffer_size=B,

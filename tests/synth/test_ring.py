@@ -7,6 +7,7 @@ import random
 import pytest
 
 from ftaudit.eventlog import IntRuns
+from ftaudit.eventlog.ring import max_ids_per_step
 from ftaudit.synth import RunRing
 from ftaudit.synth.slots import SlotSet
 from ftaudit.trainer_hooks.allocator import WitnessIdAllocator
@@ -21,7 +22,7 @@ def test_run_ring_matches_the_allocator(B: int) -> None:
             jump = real.counter + rng.randrange(0, 2 * B)
             real.resume(jump)
             mine.resume(jump)
-        n = rng.randrange(0, B - int(0.7 * B) + 1)
+        n = rng.randrange(0, max_ids_per_step(B) + 1)
         info = real.allocate(n)
         alloc = mine.allocate(n)
         assert alloc.witness_ids.to_list() == info.witness_ids

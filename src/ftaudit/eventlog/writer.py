@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftaudit.errors import WriterError
-from ftaudit.eventlog.context import _CURRENT
+from ftaudit.eventlog.context import current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import segment_path
@@ -134,7 +134,7 @@ class EventWriter:
             needs_step = self._learn(type(event))
         step, attempt = event.step, event.attempt
         if step is None or attempt is None:
-            ctx = _CURRENT.get()
+            ctx = current()
             step = ctx.step if step is None else step
             attempt = ctx.attempt if attempt is None else attempt
             if needs_step and (step is None or attempt is None):

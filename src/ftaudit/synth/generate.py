@@ -40,9 +40,10 @@ from ftaudit.eventlog import (
     WitnessSnapshot,
     WriterOptions,
 )
+from ftaudit.eventlog.ring import max_ids_per_step
 from ftaudit.eventlog.rundir import is_run, segment_path
 from ftaudit.synth.bugs import SynthBug, get_bug
-from ftaudit.synth.ring import Allocation, RunRing, max_per_step
+from ftaudit.synth.ring import Allocation, RunRing
 from ftaudit.synth.slots import SlotSet
 
 TENSORS = (
@@ -82,7 +83,7 @@ class SynthConfig:
             raise ValueError("steps, cells and ranks must be at least 1")
         if self.samples_per_step < 1:
             raise ValueError("samples per step must be at least 1")
-        limit = max_per_step(self.buffer_size)
+        limit = max_ids_per_step(self.buffer_size)
         if self.samples_per_step > limit:
             raise ValueError(
                 f"{self.samples_per_step} samples per step exceed B - floor(0.7 B) = {limit} "

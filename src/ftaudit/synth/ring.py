@@ -2,27 +2,16 @@
 
 ``trainer_hooks.WitnessIdAllocator`` returns Python lists (a step may hold a third of a
 million stale ids), which is right for a trainer but too slow to write ten thousand
-steps per second. The generator needs only the arcs, so it keeps its own statement of
-the same arithmetic; ``tests/synth`` checks both agree id for id.
+steps per second. The generator needs only the arcs; the formulas themselves are the
+hooks' (:mod:`ftaudit.eventlog.ring`), and ``tests/synth`` checks both agree id for id.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ftaudit.eventlog.intruns import IntRuns
-
-KEEP_FRACTION = 0.7
-
-
-def keep_size(buffer_size: int) -> int:
-    return math.floor(KEEP_FRACTION * buffer_size)
-
-
-def max_per_step(buffer_size: int) -> int:
-    """``B - keep``: the most ids one step may allocate for the ring to stay exact."""
-    return buffer_size - keep_size(buffer_size)
+from ftaudit.eventlog.ring import keep_size, stale_arc
 
 
 @dataclass(frozen=True)
@@ -56,9 +45,7 @@ class RunRing:
         B = self.buffer_size
         ids = IntRuns.arc(self.counter, num_ids, B)
         after = self.counter + num_ids
-        stale = IntRuns()
-        if after > 0:
-            stale = IntRuns.arc(after % B, B - min(self.keep, after, B), B)
+        stale = IntRuns.arc(*stale_arc(after, B), B)
         self.counter = after
         return Allocation(ids, stale, after)
 

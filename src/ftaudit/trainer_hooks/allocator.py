@@ -3,13 +3,14 @@
 The allocator's whole state is one monotone counter, so the verifier can replay it from
 the ``counter_after`` of each logged allocation, and a resumed incarnation can rebuild it
 from the log instead of trusting a separate state file that a crash could leave stale.
-This module is arithmetic only: reading the log at a resume is the driver's business
+The ring's formulas (``keep``, ``B - keep``) are stated once, in
+:mod:`ftaudit.eventlog.ring`. This module is arithmetic only: reading the log at a resume is
+the driver's business
 (:class:`~ftaudit.eventlog.resume.ResumeIndex`, :func:`~.driver.allocator_from_index`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,27 +18,23 @@ import numpy as np
 
 from ftaudit.eventlog.events import WitnessAllocated
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.ring import (
+    KEEP_FRACTION,
+    keep_size,
+    max_ids_per_step,
+    min_buffer_size,
+    stale_arc,
+)
 
-KEEP_FRACTION = 0.7
-"""The active window holds the last ``floor(0.7 * B)`` allocated slots."""
-
-
-def keep_size(buffer_size: int) -> int:
-    """``keep = floor(0.7 * B)``: how many recently allocated slots stay uncleared."""
-    return math.floor(KEEP_FRACTION * buffer_size)
-
-
-def max_ids_per_step(buffer_size: int) -> int:
-    """``B - keep``: the most ids one step may allocate for the ring to stay exact."""
-    return buffer_size - keep_size(buffer_size)
-
-
-def min_buffer_size(ids_per_step: int) -> int:
-    """The smallest ``B`` whose ``B - keep`` admits ``ids_per_step`` ids in one step."""
-    size = max(1, math.floor(ids_per_step / (1 - KEEP_FRACTION)) - 2)
-    while max_ids_per_step(size) < ids_per_step:
-        size += 1
-    return size
+__all__ = [
+    "KEEP_FRACTION",
+    "WitnessIdAllocator",
+    "WitnessInfo",
+    "keep_size",
+    "max_ids_per_step",
+    "min_buffer_size",
+    "witness_allocated_event",
+]
 
 
 @dataclass(frozen=True)
@@ -85,9 +82,7 @@ class WitnessIdAllocator:
         B = self.buffer_size
         ids = _arc(self._counter, num_ids, B)
         after = self._counter + num_ids
-        stale: list[int] = []
-        if after > 0:
-            stale = _arc(after % B, B - min(self.keep, after, B), B)
+        stale = _arc(*stale_arc(after, B), B)
         self._counter = after
         return WitnessInfo(witness_ids=ids, stale_ids=stale)
 

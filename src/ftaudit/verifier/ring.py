@@ -1,8 +1,10 @@
 """The allocator's arithmetic (SPEC §2), restated for the verifier in counter positions.
 
 A counter position ``p`` (the p-th id ever allocated) sits in ring slot ``p mod B``.
-The verifier imports nothing from ``trainer_hooks``: it checks the hooks, so it keeps
-its own statement of the rules they must follow.
+This is a deliberately independent copy of :mod:`ftaudit.eventlog.ring`, the statement the
+hooks and the synthetic generator follow: the verifier checks those writers, so it must not
+share their arithmetic, or a slip there would agree with itself here. Keep the two equal by
+hand; ``tests/verifier/test_ring_copies.py`` compares them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import math
 import numpy as np
 
 from ftaudit.eventlog.intruns import IntRuns
-from ftaudit.verifier.spans import Spans
 
 KEEP_FRACTION = 0.7
 
@@ -25,11 +26,6 @@ def keep_size(buffer_size: int) -> int:
 def max_per_step(buffer_size: int) -> int:
     """``B - keep``: the most ids one step may allocate for the ring to stay exact."""
     return buffer_size - keep_size(buffer_size)
-
-
-def window(counter: int, buffer_size: int) -> tuple[int, int]:
-    """The active window after ``counter`` ids: the last ``min(keep, counter)`` positions."""
-    return counter - min(keep_size(buffer_size), counter), counter
 
 
 def stale_runs(counter: int, buffer_size: int) -> IntRuns:
@@ -48,7 +44,3 @@ def ids_runs(counter_after: int, num_ids: int, buffer_size: int) -> IntRuns:
 def position_of(slots: np.ndarray, lo: int, buffer_size: int) -> np.ndarray:
     """For each slot, the one counter position in ``[lo, lo + B)`` that maps to it."""
     return lo + (slots - lo) % buffer_size
-
-
-def slots(positions: Spans, buffer_size: int) -> Spans:
-    return positions.modulo(buffer_size)

@@ -18,7 +18,6 @@ row once loaded.
 
 from __future__ import annotations
 
-import math
 import os
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, check_segment
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, list_segments
+from ftaudit.verifier.ring import keep_size
 
 _ALLOC = default_registry["witness_allocated"]
 _START = default_registry["run_started"]
@@ -145,7 +145,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     B = _buffer_size(drivers)
     if B is None:
         return max(since - 1, 0)
-    keep = math.floor(0.7 * B)
+    keep = keep_size(B)
     first_new: int | None = None  # the lowest counter position of any step >= since
     loaded: dict[str, list[tuple[int, pa.Table]]] = defaultdict(list)
     for writer, files in drivers.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import nn
 
-from ftaudit.trainer_hooks.megatron.clearing import _members, _pairs
+from ftaudit.trainer_hooks.megatron.clearing import main_param_pairs, optimizer_members
 from ftaudit.trainer_hooks.torch.checksums import tensor_hash, value_hash
 
 
@@ -35,10 +35,10 @@ def megatron_state_hashes(model: nn.Module | Sequence[nn.Module], optimizer: Any
             names[id(param)] = f"chunk{i}.{name}"
         for name, buffer in inner.named_buffers():
             hashes[f"buffer/chunk{i}.{name}"] = tensor_hash(buffer)
-    for opt in _members(optimizer):
+    for opt in optimizer_members(optimizer):
         if getattr(opt, "is_stub_optimizer", False):
             continue
-        for param, main, _ in _pairs(opt):
+        for param, main, _ in main_param_pairs(opt):
             name = names.get(id(param))
             if name is None or main is None:
                 continue

@@ -60,9 +60,9 @@ class RowShard:
     """Index of the member optimizer (in chain order) holding this shard."""
 
 
-def _members(optimizer: Any) -> list[MegatronOptimizer]:
+def optimizer_members(optimizer: Any) -> list[MegatronOptimizer]:
     if type(optimizer) is ChainedOptimizer:
-        return [m for opt in optimizer.chained_optimizers for m in _members(opt)]
+        return [m for opt in optimizer.chained_optimizers for m in optimizer_members(opt)]
     if isinstance(optimizer, DistributedOptimizer):
         refuse_megatron_fsdp(getattr(optimizer, "ddp_config", None), "the DistributedOptimizer")
         return [optimizer]
@@ -84,7 +84,9 @@ def _state_keys(inner: torch.optim.Optimizer) -> tuple[str, ...]:
     return row_state_keys(inner)
 
 
-def _pairs(opt: MegatronOptimizer) -> Iterable[tuple[torch.Tensor, torch.Tensor | None, int]]:
+def main_param_pairs(
+    opt: MegatronOptimizer,
+) -> Iterable[tuple[torch.Tensor, torch.Tensor | None, int]]:
     """(model param, the tensor the inner optimizer steps, its offset in the param)."""
     if isinstance(opt, DistributedOptimizer):
         groups = (
@@ -122,7 +124,7 @@ class MegatronWitnessClearer:
 
     def __init__(self, witnesses: MegatronWitnesses, optimizer: Any) -> None:
         self.witnesses = witnesses
-        self.members = _members(optimizer)
+        self.members = optimizer_members(optimizer)
         self.keys = [
             None if getattr(opt, "is_stub_optimizer", False) else _state_keys(opt.optimizer)
             for opt in self.members
@@ -136,7 +138,7 @@ class MegatronWitnessClearer:
         for index, (opt, keys) in enumerate(zip(self.members, self.keys, strict=True)):
             if keys is None:
                 continue
-            for param, main, offset in _pairs(opt):
+            for param, main, offset in main_param_pairs(opt):
                 name = names.get(id(param))
                 if name is None:
                     continue

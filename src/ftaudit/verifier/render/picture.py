@@ -4,8 +4,9 @@ and witness coverage, gathered with one DuckDB session for ``ftaudit show`` and
 
 Everything here is read from the same views the rules use (``timeline``,
 ``committed_steps``, ``attempt_end``...), so a picture never disagrees with the verifier
-about which attempt was committed. Witness coverage reuses FT004's own window
-computation: the "expected" count drawn for a step is exactly what the rule compared.
+about which attempt was committed. Witness coverage is the verifier's coverage
+model (``verifier/coverage.py``), the one FT004 judges with: the "expected" count drawn for a
+step is exactly what the rule compared.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ftaudit.verifier.context import RunContext, parse_cells
+from ftaudit.verifier.coverage import StepCoverage, step_coverage
 from ftaudit.verifier.session import Session
 
 AttemptKey = tuple[int, int, int]
@@ -110,25 +112,6 @@ class MetricPoint:
     """How many writers logged this metric in this attempt (the value is their mean)."""
 
 
-@dataclass(frozen=True)
-class Coverage:
-    """Witness coverage of one committed step: expected slots against seen, summed over the
-    snapshots of the normal cells (each cell and instance is one comparison)."""
-
-    step: int
-    attempt: int
-    incarnation: int
-    snapshots: int
-    expected: int
-    seen: int
-    missing: int
-    extra: int
-
-    @property
-    def ok(self) -> bool:
-        return self.missing == 0 and self.extra == 0
-
-
 @dataclass
 class RunPicture:
     run_dir: str
@@ -140,7 +123,7 @@ class RunPicture:
     checkpoints: list[CheckpointInfo] = field(default_factory=list)
     reconfigs: list[ReconfigInfo] = field(default_factory=list)
     metrics: dict[str, list[MetricPoint]] = field(default_factory=dict)
-    coverage: list[Coverage] = field(default_factory=list)
+    coverage: list[StepCoverage] = field(default_factory=list)
 
     @property
     def steps(self) -> list[int]:
@@ -291,48 +274,5 @@ def _collect(session: Session) -> RunPicture:
             MetricPoint(*key, status.get(key, "unknown"), _mean(vals), len(vals))
         )
 
-    pic.coverage = _coverage(ctx)
+    pic.coverage = step_coverage(ctx)
     return pic
-
-
-def _coverage(ctx: RunContext) -> list[Coverage]:
-    """Expected against seen witness slots per committed step, as FT004 computes them."""
-    from ftaudit.verifier.rules.ft004_witness_exactly_once import WitnessExactlyOnce, _Index
-
-    B = ctx.buffer_size
-    if B is None or not ctx.allocations:
-        return []
-    rule = WitnessExactlyOnce()
-    groups = defaultdict(list)
-    for g in rule._groups(ctx):
-        groups[g.key].append(g)
-    index = _Index(ctx, ctx.allocations, B)
-    out = []
-    for step in ctx.committed:
-        normal = set(step.normal_cells())
-        window = index.window(step)
-        expected = seen = missing = extra = snapshots = 0
-        for g in groups.get(step.key, []):
-            members = sum(1 for m in g.members if m[0] in normal)
-            if not members or window is None:
-                continue
-            want = window.expected_slots - g.stale
-            got = g.nonzero - g.stale
-            snapshots += members
-            expected += members * len(want)
-            seen += members * len(got)
-            missing += members * len(want - got)
-            extra += members * len(got - want)
-        out.append(
-            Coverage(
-                step.step,
-                step.attempt,
-                step.incarnation,
-                snapshots,
-                expected,
-                seen,
-                missing,
-                extra,
-            )
-        )
-    return out
