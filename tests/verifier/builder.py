@@ -186,6 +186,7 @@ class Incarnation:
         when: ChecksumWhen = ChecksumWhen.AFTER_STEP,
         checkpoint: CheckpointRef | None = None,
         source_cell: int | None = None,
+        replica_local: Sequence[str] = (),
     ) -> None:
         self.trainer(cell, rank).log(
             TrainerWeightChecksum(
@@ -197,6 +198,7 @@ class Incarnation:
                 hashes=dict(hashes),
                 checkpoint=checkpoint,
                 heal_source=source_cell,
+                replica_local=list(replica_local),
             )
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ftaudit.eventlog import CheckpointRef, ChecksumWhen
 from tests.verifier.builder import DISCARDED, NORMAL, RunBuilder
 from tests.verifier.cases import Case, Expect
 
@@ -183,5 +184,133 @@ CASES = (
             Expect(step=4, kind="extra", text="should have been zeroed as stale"),
             Expect(step=5, kind="extra", text="should have been zeroed as stale"),
         ),
+    ),
+)
+
+
+# -- FT006 replica-local state and restores across a layout change ----------------------
+LOCAL = ("buffer/bn.running_mean",)
+
+
+def replica_local(*, corrupt_load: bool):
+    """Batch-norm statistics differ per cell by design; declared, they are not compared
+    across cells, but a load must still restore them exactly."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        run.train(0, [0, 1, 2])
+        for cell in range(2):
+            state = {"param/w": "w0", LOCAL[0]: f"mean{cell}"}
+            run.checksum(0, cell, state, replica_local=LOCAL)
+            ref = CheckpointRef(iteration=0, incarnation=0)
+            run.checksum(
+                0, cell, state, when=ChecksumWhen.AT_SAVE, checkpoint=ref, replica_local=LOCAL
+            )
+        run.checkpoint(0)
+        run.finish()
+        again = b.start(resume_from=0)
+        for cell in range(2):
+            mean = "stale" if corrupt_load and cell == 1 else f"mean{cell}"
+            again.checksum(
+                1,
+                cell,
+                {"param/w": "w0", LOCAL[0]: mean},
+                when=ChecksumWhen.AFTER_LOAD,
+                replica_local=LOCAL,
+            )
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+def resharded_restore(*, corrupt: bool):
+    """Saved by one rank per cell, loaded over two (another pipeline split)."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        run.train(0, [0, 1, 2])
+        ref = CheckpointRef(iteration=0, incarnation=0)
+        saved = {"param/a": "a0", "param/b": "b0", "optim/a/exp_avg": "m0"}
+        run.checksum(0, 0, saved, when=ChecksumWhen.AT_SAVE, checkpoint=ref)
+        run.checkpoint(0)
+        run.finish()
+        again = b.start(resume_from=0)
+        stage0 = {"param/a": "a0", "optim/a/exp_avg": "m0"}
+        stage1 = {"param/b": "bX" if corrupt else "b0"}
+        again.checksum(1, 0, stage0, rank=0, when=ChecksumWhen.AFTER_LOAD)
+        again.checksum(1, 0, stage1, rank=1, when=ChecksumWhen.AFTER_LOAD)
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+CASES = (
+    *CASES,
+    Case(
+        "replica-local tensors differ across cells",
+        "FT006",
+        replica_local(corrupt_load=False),
+        cells=2,
+    ),
+    Case(
+        "a replica-local tensor loaded wrong",
+        "FT006",
+        replica_local(corrupt_load=True),
+        (Expect(cell=1, kind="restore_mismatch", text="running_mean"),),
+        cells=2,
+    ),
+    Case("a restore over another pipeline split", "FT006", resharded_restore(corrupt=False)),
+    Case(
+        "a restore over another pipeline split, one tensor wrong",
+        "FT006",
+        resharded_restore(corrupt=True),
+        (Expect(cell=0, kind="restore_mismatch", text="another parallel layout"),),
+    ),
+)
+
+
+# -- FT005: one root cause, one headline -------------------------------------------------
+def loader_restart(offset: int):
+    """Resumed from checkpoint 3 with the loader at stream position ``offset``."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start(deterministic_order=True)
+        for step in range(6):
+            run.train(step, range(4 * step, 4 * step + 4))
+            if step == 3:
+                run.checkpoint(3)
+        run.log.close()
+        again = b.start(resume_from=3, deterministic_order=True)
+        for k, step in enumerate(range(4, 8)):
+            again.train(step, range(offset + 4 * k, offset + 4 * k + 4))
+        again.finish()
+
+    return build
+
+
+CASES = (
+    *CASES,
+    Case(
+        "a loader restarting at 0 after a resume is one finding",
+        "FT005",
+        loader_restart(0),
+        (
+            Expect(
+                step=4,
+                kind="resumed_stream_replays",
+                text="starts at sample 0, not at 16",
+                samples=tuple(range(16)),
+            ),
+        ),
+        B=40,
+    ),
+    Case(
+        "a loader resuming one group late is one finding",
+        "FT005",
+        loader_restart(18),
+        (Expect(step=4, kind="resumed_stream_skips", text="skips samples [16..17]"),),
+        B=40,
     ),
 )

@@ -51,3 +51,22 @@ def test_long_messages_are_not_cut(failing: Report) -> None:
     v = Violation("FT004", Severity.ERROR, long)
     text = render(Report("/r", (rule("FT004", "w", v),)), "text", width=60)
     assert long in text
+
+
+def test_a_root_cause_lists_its_grouped_details_in_every_format() -> None:
+    v = Violation(
+        "FT005",
+        Severity.ERROR,
+        "the resumed data stream of incarnation 1 starts at sample 0, not at 16",
+        Location(step=4, incarnation=1),
+        details=tuple(f"step {s} replayed" for s in range(10)),
+        kind="resumed_stream_replays",
+    )
+    report = Report("/r", (rule("FT005", "sample-exactly-once", v),))
+    text = render(report, "text")
+    assert "FT005 sample-exactly-once · error · resumed_stream_replays" in text
+    assert "  - step 0 replayed" in text and "... and 2 more" in text
+    assert "step 9 replayed" not in text
+    assert "  - step 7 replayed" in render(report, "markdown")
+    assert "    - step 7 replayed" in render(report, "junit")
+    assert '"details": [' in render(report, "json")

@@ -78,9 +78,15 @@ class TrainerHooks:
         faults: FaultSchedule | None = None,
         clearer: Clearer | None = None,
         hasher: Callable[[], dict[str, str]] | None = None,
+        replica_local: Sequence[str] = (),
     ) -> None:
         """``clearer`` and ``hasher`` replace the plain-PyTorch witness clearing and state
-        hashes for frameworks whose optimizers keep their own copies (Megatron-core)."""
+        hashes for frameworks whose optimizers keep their own copies (Megatron-core).
+
+        ``replica_local`` names state tensors (keys of :meth:`hashes`, e.g.
+        ``buffer/bn.running_mean``) that differ between cells by design: each checksum
+        declares them, so FT006 leaves them out of the cross-replica comparison and still
+        compares them at save/load and heal."""
         self.run = run
         self.identity = Trainer(role=role, cell_index=cell, rank_within_cell=rank)
         self.writer: EventWriter = run.writer(self.identity)
@@ -99,6 +105,7 @@ class TrainerHooks:
                 raise TypeError("these witnesses need their own clearer: pass clearer=")
             self.clearer = WitnessClearer(self.witnesses, optimizer, self.master_params)
         self.hasher = hasher
+        self.replica_local = tuple(replica_local)
         self.faults = FaultInjector(
             faults or FaultSchedule(), self.writer, target="trainer", cell=cell, rank=rank
         )
@@ -120,6 +127,7 @@ class TrainerHooks:
         options: WriterOptions | None = None,
         clearer: Clearer | None = None,
         hasher: Callable[[], dict[str, str]] | None = None,
+        replica_local: Sequence[str] = (),
     ) -> TrainerHooks:
         """Join incarnation ``incarnation`` of the run at ``run_dir`` from a worker process."""
         return cls(
@@ -134,6 +142,7 @@ class TrainerHooks:
             faults=faults,
             clearer=clearer,
             hasher=hasher,
+            replica_local=replica_local,
         )
 
     @property
@@ -281,6 +290,7 @@ class TrainerHooks:
                 hashes=hashes,
                 checkpoint=checkpoint,
                 heal_source=source_cell,
+                replica_local=[name for name in self.replica_local if name in hashes],
             )
         )
         return hashes

@@ -73,8 +73,10 @@ class SampleExactlyOnce(Rule):
             shifts = self._resumed_streams(ctx, committed)
             duplicates = self._duplicates(ctx, committed)
             skipped = self._skipped(ctx, committed)
-            out += self._headlines(ctx, shifts, duplicates, skipped)
-        out += self._replays(ctx, committed)
+            replays = self._replays(ctx, committed)
+            out += self._headlines(ctx, shifts, [*duplicates, *skipped, *replays])
+        else:
+            out += self._replays(ctx, committed)
         return Outcome(len(committed), tuple(out))
 
     def _severity(self, ctx: RunContext) -> Severity:
@@ -98,8 +100,17 @@ class SampleExactlyOnce(Rule):
             if not first or not before:
                 continue
             want = 1 + max(int(_sample_spans(a)[1].max()) - 1 for a in before)
-            got = min(int(_sample_spans(a)[0].min()) for a in first)
-            if got != want:
+            mine = union_all(Spans.of(*_sample_spans(a)) for a in first)
+            got = int(mine.starts[0])
+            if got == want or len(mine.starts) != 1:
+                continue  # continues, or not a stream at all (no position to restart from)
+            # behind: the step replays an earlier committed step's batch (a loader back at
+            # 0, or at the checkpoint step's batch); ahead: one block past a hole
+            earlier = {
+                a.step: union_all(Spans.of(*_sample_spans(b)) for b in before if b.step == a.step)
+                for a in before
+            }
+            if got > want or any(batch == mine for batch in earlier.values()):
                 out.append(_Shift(inc.incarnation, c, want, got))
         return out
 
@@ -107,12 +118,11 @@ class SampleExactlyOnce(Rule):
         self,
         ctx: RunContext,
         shifts: list[_Shift],
-        duplicates: list[Violation],
-        skipped: list[Violation],
+        found: list[Violation],
     ) -> list[Violation]:
         """One violation per root cause, its per-step findings grouped under it."""
         out = []
-        rest = [*duplicates, *skipped]
+        rest = list(found)
         for shift in shifts:
             replays = shift.got < shift.want
             lo, hi = (shift.got, shift.want) if replays else (shift.want, shift.got)
@@ -120,7 +130,8 @@ class SampleExactlyOnce(Rule):
             mine = [
                 v
                 for v in rest
-                if v.kind == kind and v.sample_indices and lo <= min(v.sample_indices) < hi
+                if (v.kind == kind and v.sample_indices and lo <= min(v.sample_indices) < hi)
+                or (v.kind == "replay_differs" and v.location.incarnation == shift.incarnation)
             ]
             rest = [v for v in rest if v not in mine]
             named = ctx.describe_samples(np.arange(lo, min(hi, lo + MAX_IDS)), total=hi - lo)

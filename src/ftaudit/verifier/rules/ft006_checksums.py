@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
@@ -24,8 +26,12 @@ EVENTS = """
 
 TENSORS = """
     CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
-    SELECT writer, seq, unnest(map_keys(hashes)) AS tensor, unnest(map_values(hashes)) AS hash
-    FROM trainer_weight_checksum"""
+    SELECT writer, seq, tensor, hash, list_contains(replica_local, tensor) AS replica_local
+    FROM (SELECT writer, seq, coalesce(replica_local, []) AS replica_local,
+                 unnest(map_keys(hashes)) AS tensor, unnest(map_values(hashes)) AS hash
+          FROM trainer_weight_checksum)"""
+"""One row per tensor hash; ``replica_local``: the checksum declared it differs between
+cells by design."""
 
 CROSS_REPLICA_PAIRS = """
     SELECT e.*, r.writer AS ref_writer, r.seq AS ref_seq
@@ -62,13 +68,14 @@ HEAL_PAIRS = """
 
 COMPARE = """
     WITH pairs AS ({pairs}),
-    m AS (SELECT p.writer, p.seq, t.tensor, t.hash FROM pairs p
+    m AS (SELECT p.writer, p.seq, t.tensor, t.hash, t.replica_local FROM pairs p
           JOIN _ft006_tensors t ON t.writer = p.writer AND t.seq = p.seq),
-    r AS (SELECT p.writer, p.seq, t.tensor, t.hash FROM pairs p
+    r AS (SELECT p.writer, p.seq, t.tensor, t.hash, t.replica_local FROM pairs p
           JOIN _ft006_tensors t ON t.writer = p.ref_writer AND t.seq = p.ref_seq),
     d AS (SELECT coalesce(m.writer, r.writer) AS writer, coalesce(m.seq, r.seq) AS seq,
                  coalesce(m.tensor, r.tensor) AS tensor, m.hash AS mh, r.hash AS rh
-          FROM m FULL JOIN r ON m.writer = r.writer AND m.seq = r.seq AND m.tensor = r.tensor)
+          FROM m FULL JOIN r ON m.writer = r.writer AND m.seq = r.seq AND m.tensor = r.tensor
+          WHERE {keep})
     SELECT p.incarnation, p.step, p.attempt, p."when", p.role, p.cell, p.rank, p.ref_cell,
            p.source_cell, p.ckpt_iteration, p.ckpt_incarnation, p.segment,
            list(d.tensor ORDER BY d.tensor) FILTER (d.mh <> d.rh) AS differ,
@@ -92,7 +99,11 @@ class Checksums(Rule):
     cell holds the same hash for every tensor (parameters, buffers, optimizer state);
     ranks within a cell are never compared. Restore: what each rank loaded when an
     incarnation resumed from checkpoint c hashes equal to what was recorded when c was
-    saved, and a healed cell holds what its source cell held.
+    saved, and a healed cell holds what its source cell held. Tensors a checksum declares
+    replica-local (state that differs per cell by design, e.g. batch-norm statistics of
+    each cell's own data) are left out of the cross-replica comparison only. A cell that
+    loads a checkpoint over another parallel layout than saved it (rank ``r`` now holds
+    other tensors) is compared as a whole: each tensor's hashes across its ranks.
 
     Fails::
 
@@ -122,7 +133,9 @@ class Checksums(Rule):
         return Outcome(checked, tuple(out))
 
     def _cross_replica(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(_compare(CROSS_REPLICA_PAIRS), label="FT006 cross-replica")
+        rows = ctx.rows(
+            _compare(CROSS_REPLICA_PAIRS, replica_local=False), label="FT006 cross-replica"
+        )
         out = []
         for r in rows:
             detail = _diff_text(
@@ -148,9 +161,12 @@ class Checksums(Rule):
         return out
 
     def _restores(self, ctx: RunContext) -> list[Violation]:
+        layouts = _RestoreLayouts(ctx)
         rows = ctx.rows(_compare(RESTORE_PAIRS), label="FT006 restores")
         out = []
         for r in rows:
+            if (r["incarnation"], r["cell"], r["role"]) in layouts.changed:
+                continue  # another parallel layout: compared per cell below
             detail = _diff_text(r["differ"], r["only_mine"], r["only_ref"], "loaded", "saved")
             if not detail:
                 continue
@@ -162,6 +178,23 @@ class Checksums(Rule):
                     f"{detail}",
                     kind="restore_mismatch",
                     location=_where(r),
+                )
+            )
+        for change in layouts.changed.values():
+            detail = _diff_text(*change.diff(), "loaded", "saved")
+            if not detail:
+                continue
+            out.append(
+                self.violation(
+                    f"cell {change.cell} in incarnation {change.incarnation} loaded checkpoint "
+                    f"{change.iteration} (saved by incarnation {change.saved_by}) with another "
+                    f"parallel layout ({change.ranks_loaded} rank(s), saved by "
+                    f"{change.ranks_saved}); compared tensor by tensor across the cell's "
+                    f"ranks, its state differs from what was saved: {detail}",
+                    kind="restore_mismatch",
+                    location=Location(
+                        change.step, incarnation=change.incarnation, cell=change.cell
+                    ),
                 )
             )
         return out
@@ -186,9 +219,103 @@ class Checksums(Rule):
         return out
 
 
-def _compare(pairs: str) -> str:
-    """The comparison query over one of the constant ``*_PAIRS`` selections."""
-    return COMPARE.replace("{pairs}", pairs)
+LAYOUTS = """
+    SELECT e.incarnation, e.step, e."when", e.role, e.cell, e.rank, e.seq,
+           e.ckpt_iteration, e.ckpt_incarnation,
+           list(t.tensor ORDER BY t.tensor) AS tensors, list(t.hash ORDER BY t.tensor) AS hashes
+    FROM _ft006_events e JOIN _ft006_tensors t USING (writer, seq)
+    WHERE e."when" = 'at_save' OR (e."when" = 'after_load' AND e.ckpt_iteration IS NOT NULL)
+    GROUP BY ALL
+    ORDER BY e.seq"""
+"""Every save and load checksum with its tensors, for telling a changed layout apart."""
+
+
+@dataclass(frozen=True)
+class _LayoutChange:
+    """A cell that loaded a checkpoint over other ranks than saved it."""
+
+    incarnation: int
+    cell: int
+    step: int | None
+    iteration: int
+    saved_by: int
+    loaded: dict[int, dict[str, str]]
+    saved: dict[int, dict[str, str]]
+
+    @property
+    def ranks_loaded(self) -> int:
+        return len(self.loaded)
+
+    @property
+    def ranks_saved(self) -> int:
+        return len(self.saved)
+
+    def diff(self) -> tuple[list[str], list[str], list[str]]:
+        """Tensor names whose hashes differ, only loaded, only saved: the cell's ranks
+        merged, so where a tensor sits does not matter, only what it holds."""
+        mine, ref = _merged(self.loaded), _merged(self.saved)
+        differ = sorted(n for n in mine.keys() & ref.keys() if mine[n] != ref[n])
+        return differ, sorted(mine.keys() - ref.keys()), sorted(ref.keys() - mine.keys())
+
+
+class _RestoreLayouts:
+    """Loads whose cell holds the checkpoint's tensors on other ranks than saved them.
+
+    Per rank (same rank, same tensors) a restore is compared rank by rank; after an
+    elastic resume with another parallel layout (another pipeline split, another
+    tensor-parallel size) rank ``r`` holds other tensors, so the cell is compared as a
+    whole: every tensor's hashes across its ranks. Hashes that are per tensor and over
+    the whole tensor (not a shard) are layout independent; sharded hashes differ and are
+    reported.
+    """
+
+    def __init__(self, ctx: RunContext) -> None:
+        saves: dict[tuple[int, int, str, int], dict[int, dict[str, str]]] = defaultdict(dict)
+        loads: dict[tuple[int, int, str], tuple[int, int, int | None, dict[int, dict[str, str]]]]
+        loads = {}
+        for r in ctx.rows(LAYOUTS, label="FT006 layouts"):
+            state = dict(zip(r["tensors"], r["hashes"], strict=True))
+            if r["when"] == "at_save":
+                key = (r["incarnation"], r["cell"], r["role"], r["ckpt_iteration"])
+                saves[key][r["rank"]] = state  # the latest save of a rank wins (by seq)
+            else:
+                key2 = (r["incarnation"], r["cell"], r["role"])
+                it, inc, step, ranks = loads.get(
+                    key2, (r["ckpt_iteration"], r["ckpt_incarnation"], r["step"], {})
+                )
+                ranks[r["rank"]] = state
+                loads[key2] = (it, inc, step, ranks)
+        self.changed: dict[tuple[int, int, str], _LayoutChange] = {}
+        for (inc, cell, role), (it, saved_by, step, loaded) in loads.items():
+            ref = saves.get((saved_by, cell, role, it))
+            if ref is None:
+                cells = sorted(c for (i, c, ro, t) in saves if (i, ro, t) == (saved_by, role, it))
+                ref = saves.get((saved_by, cells[0], role, it)) if cells else None
+            if ref is None:
+                continue
+            if {k: set(v) for k, v in loaded.items()} != {k: set(v) for k, v in ref.items()}:
+                self.changed[(inc, cell, role)] = _LayoutChange(
+                    inc, cell, step, it, saved_by, loaded, ref
+                )
+
+
+def _merged(ranks: dict[int, dict[str, str]]) -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for state in ranks.values():
+        for name, value in state.items():
+            out[name].add(value)
+    return {name: frozenset(values) for name, values in out.items()}
+
+
+def _compare(pairs: str, *, replica_local: bool = True) -> str:
+    """The comparison query over one of the constant ``*_PAIRS`` selections; without
+    ``replica_local``, tensors either side declares replica-local are left out."""
+    keep = (
+        "true"
+        if replica_local
+        else "NOT (coalesce(m.replica_local, false) OR coalesce(r.replica_local, false))"
+    )
+    return COMPARE.replace("{pairs}", pairs).replace("{keep}", keep)
 
 
 def _diff_text(
