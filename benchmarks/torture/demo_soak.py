@@ -3,11 +3,15 @@
 Per seed, a random schedule: faults arrive with exponential inter-arrival times (in steps),
 each of a random mode (SIGKILL, exit, segfault, hang, a discarded attempt) at a random call
 site of a random cell, never taking down every cell of one step (the last alive cell is
-never killed), plus, with probability 1/2, one kill of the whole job mid-step, after which
-``ftaudit demo`` resumes it from the latest checkpoint. ``ftaudit demo`` must exit 0.
+never killed); every other seed one step retried 3 to 5 times; and by ``seed % 5`` the
+job (driver) SIGKILLed mid-step once at a random step, once before the first checkpoint
+(the restart begins from nothing), once and again in the resumed incarnation's first step,
+twice in successive incarnations, or never. ``ftaudit demo`` resumes a killed job from the
+latest checkpoint. ``ftaudit demo`` must exit 0.
 
 Run: ``.venv/bin/python benchmarks/torture/demo_soak.py [--seeds 20] [--out DIR]``
-(each seed takes one to two minutes on 2 cores). Failing runs are kept in ``--out``.
+(each seed takes one to five minutes on 2 cores). Failing runs are kept in ``--out``.
+``tests/reliability/test_demo_soak.py`` runs a short version in CI.
 """
 
 from __future__ import annotations
@@ -24,6 +28,62 @@ from pathlib import Path
 
 CELL_MODES = ("sigkill", "exit", "segfault", "hang", "discard")
 CELL_SITES = ("before_allreduce", "after_commit", "after_step")
+
+
+JOB_KILLS = ("random", "before_first_checkpoint", "first_step_of_incarnation", "twice", "none")
+"""The job-kill scenario of each seed, by ``seed % 5``: one kill mid-run at a random step;
+one before the first checkpoint (the restart begins from nothing); one, then another in the
+resumed incarnation's first step; two kills at random steps of successive incarnations; none."""
+
+CHECKPOINT_EVERY = 3
+"""``ftaudit demo``'s default: checkpoints after steps 2, 5, 8, 11."""
+
+
+def resume_step(kill: int) -> int:
+    """The first step of the incarnation that resumes after a job kill in step ``kill``."""
+    saved = [s for s in range(kill) if (s + 1) % CHECKPOINT_EVERY == 0]
+    return saved[-1] + 1 if saved else 0
+
+
+def job_kills(seed: int, rng: random.Random, steps: int) -> list[dict]:
+    """The seed's job kills (the driver's SIGKILL mid-step), each in its incarnation."""
+    scenario = JOB_KILLS[seed % len(JOB_KILLS)]
+
+    def kill(step: int, incarnation: int) -> dict:
+        return {
+            "step": step,
+            "mode": "sigkill",
+            "target": "driver",
+            "at": "mid_step",
+            "incarnation": incarnation,
+        }
+
+    if scenario == "random":
+        return [kill(rng.randint(4, steps - 2), 0)]
+    if scenario == "before_first_checkpoint":
+        return [kill(rng.randint(0, CHECKPOINT_EVERY - 2), 0)]
+    if scenario == "first_step_of_incarnation":
+        first = rng.randint(4, steps - 3)
+        return [kill(first, 0), kill(resume_step(first), 1)]
+    if scenario == "twice":
+        first = rng.randint(3, steps - 4)
+        return [kill(first, 0), kill(rng.randint(first + 1, steps - 2), 1)]
+    return []
+
+
+def retries(seed: int, rng: random.Random, steps: int, cells: int, kills: list[dict]) -> list[dict]:
+    """Every other seed: one step of the last incarnation retried 3 to 5 times (discards on
+    alternating cells), so the retries end up in the committed history."""
+    if seed % 2:
+        return []
+    incarnation = len(kills)
+    first = resume_step(kills[-1]["step"]) if kills else 0
+    step, attempts = rng.randrange(first, steps), rng.randint(3, 5)
+    cell = rng.randrange(cells)
+    return [
+        {"step": step, "cell": (cell + a) % cells, "attempt": a, "incarnation": incarnation}
+        for a in range(attempts - 1)
+    ]
 
 
 def schedule(seed: int, *, steps: int, cells: int, rate: float) -> dict[str, list[dict]]:
@@ -54,9 +114,9 @@ def schedule(seed: int, *, steps: int, cells: int, rate: float) -> dict[str, lis
             )
         else:
             faults.append({"step": step, "mode": mode, "cell": cell, "at": rng.choice(CELL_SITES)})
-    if rng.random() < 0.5:
-        kill = rng.randint(4, steps - 2)
-        faults.append({"step": kill, "mode": "sigkill", "target": "driver", "at": "mid_step"})
+    kills = job_kills(seed, rng, steps)
+    discards += retries(seed, rng, steps, cells, kills)
+    faults += kills
     return {"faults": faults, "discards": discards}
 
 
@@ -74,7 +134,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     outcomes: Counter[str] = Counter()
     modes: Counter[str] = Counter()
-    print("| seed | faults | discards | job kill | exit | seconds |")
+    print("| seed | faults | discards (attempts) | job kills (step@incarnation) | exit | seconds |")
     print("|---:|---|---:|---|---:|---:|")
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         plan = schedule(seed, steps=args.steps, cells=args.cells, rate=args.rate)
@@ -102,15 +162,20 @@ def main() -> None:
             code, log = -1, f"timed out after {args.timeout} s\n{exc.stderr or ''}"
         seconds = time.perf_counter() - started
         cell_faults = [f for f in plan["faults"] if f.get("target") != "driver"]
-        job_kill = [f["step"] for f in plan["faults"] if f.get("target") == "driver"]
+        job_kill = [
+            f"{f['step']}@i{f['incarnation']}"
+            for f in plan["faults"]
+            if f.get("target") == "driver"
+        ]
+        attempts = 1 + max((d.get("attempt", 0) for d in plan["discards"]), default=-1)
         modes.update(f["mode"] for f in cell_faults)
         modes["discard"] += len(plan["discards"])
         modes["job kill"] += len(job_kill)
         outcomes["verified" if code == 0 else f"exit {code}"] += 1
         shown = ", ".join(f"{f['mode']}@{f['step']}c{f['cell']}:{f['at']}" for f in cell_faults)
         print(
-            f"| {seed} | {shown or '-'} | {len(plan['discards'])} | "
-            f"{job_kill[0] if job_kill else '-'} | {code} | {seconds:.0f} |",
+            f"| {seed} | {shown or '-'} | {len(plan['discards'])} ({attempts + 1}) | "
+            f"{', '.join(job_kill) or '-'} | {code} | {seconds:.0f} |",
             flush=True,
         )
         (run_dir.parent / f"seed{seed:03d}.log").write_text(f"{' '.join(cmd)}\nexit {code}\n{log}")
