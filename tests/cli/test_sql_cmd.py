@@ -102,3 +102,22 @@ def test_unusable_run_is_exit_2(ftaudit: Invoke, tmp_path: Path) -> None:
     result = ftaudit("sql", tmp_path / "missing", "SELECT 1")
     check_exit(result, 2)
     assert result.stderr == f"error: {tmp_path / 'missing'}: no such run directory\n"
+
+
+def test_sql_does_not_import_the_verifier_renderers(good_run: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from ftaudit.cli.app import app\n"
+        f"r = CliRunner().invoke(app, ['sql', {str(good_run)!r}, 'SELECT count(*) FROM events'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ftaudit.verifier.render')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

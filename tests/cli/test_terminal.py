@@ -8,7 +8,7 @@ import pytest
 import typer
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.terminal import abort, color_enabled, guarded, one_line
+from ftaudit.cli.terminal import Terminal, abort, guarded, one_line
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
 
 
@@ -81,7 +81,12 @@ def test_guarded_reraises_bugs_in_debug_mode(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_color_only_on_a_terminal_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert color_enabled(_Tty()) is True
-    assert color_enabled(io.StringIO()) is False
+    tty, pipe = _Tty(), io.StringIO()
+    assert Terminal.detect(stdout=tty, stderr=pipe).stdout_color is True
+    both = Terminal.detect(stdout=pipe, stderr=tty)
+    assert (both.stdout_color, both.stderr_color, both.progress) == (False, True, True)
+    monkeypatch.setenv("COLUMNS", "77")
+    assert Terminal.detect(stdout=pipe, stderr=pipe).stdout_width == 77
     monkeypatch.setenv("NO_COLOR", "1")
-    assert color_enabled(_Tty()) is False
+    term = Terminal.detect(stdout=tty, stderr=tty)
+    assert (term.stdout_color, term.stderr_color, term.progress) == (False, False, True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ftaudit.verifier import verify
-from ftaudit.verifier.render.picture import collect
+from ftaudit.verifier.history import collect
 from ftaudit.verifier.render.show import render_show
 from ftaudit.verifier.rules import RULES
 from tests.cli.conftest import Invoke, check_exit
@@ -62,3 +64,21 @@ def test_colour_only_when_asked(faulty_run: Path) -> None:
     pic, report = collect(faulty_run), verify(faulty_run)
     assert "\x1b[" in render_show(pic, report, color=True)
     assert "\x1b[" not in render_show(pic, report, color=False)
+
+
+def test_show_and_report_load_the_run_once(
+    ftaudit: Invoke, faulty_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ftaudit.verifier import session as session_module
+
+    opened: list[Path] = []
+    real_open = session_module.Session.open.__func__
+
+    def counting_open(cls, run_dir, **kw):
+        opened.append(Path(run_dir))
+        return real_open(cls, run_dir, **kw)
+
+    monkeypatch.setattr(session_module.Session, "open", classmethod(counting_open))
+    check_exit(ftaudit("show", faulty_run), 0)
+    check_exit(ftaudit("report", faulty_run, "-o", tmp_path / "page.html"), 0)
+    assert opened == [faulty_run, faulty_run]  # one load per command: verdict and history

@@ -8,7 +8,6 @@ was compared.
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.terminal import abort, color_enabled, emit, guarded, output_width, say
+from ftaudit.cli.terminal import DEFAULT_WIDTH, Terminal, abort, emit, guarded, say
 
 if TYPE_CHECKING:
     from ftaudit.verifier.compare import Comparison
@@ -101,11 +100,11 @@ def compare(
 
         text = json.dumps(comparison.to_dict(), indent=2) + "\n"
     else:
-        to_terminal = output is None
+        term, to_stdout = Terminal.detect(), output is None
         text = render_comparison(
             comparison,
-            color=to_terminal and color_enabled(sys.stdout),
-            width=output_width(sys.stdout) if to_terminal else 100,
+            color=to_stdout and term.stdout_color,
+            width=term.stdout_width if to_stdout else DEFAULT_WIDTH,
         )
     emit(text, output)
     if output is not None or fmt is not CompareFormat.TEXT:
@@ -120,7 +119,7 @@ def render_comparison(comparison: Comparison, *, color: bool, width: int) -> str
     from rich.table import Table
     from rich.text import Text
 
-    from ftaudit.verifier.render.console import string_console
+    from ftaudit.console import string_console
 
     console, out = string_console(color=color, width=width)
     console.print(Text("ftaudit compare", style="bold"))

@@ -7,7 +7,6 @@ demo or the verification could not run.
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.terminal import abort, color_enabled, emit, guarded, output_width, say
+from ftaudit.cli.terminal import Terminal, abort, emit, guarded, say
 
 
 class ObjectiveChoice(StrEnum):
@@ -98,8 +97,9 @@ def demo(
     from ftaudit.verifier.render.describe import summarize
 
     report = guarded(lambda: run_demo(cfg))
+    term = Terminal.detect()
     emit(
-        render(report, "text", color=color_enabled(sys.stdout), width=output_width(sys.stdout)),
+        render(report, "text", color=term.stdout_color, width=term.stdout_width),
         None,
     )
     say(f"ftaudit demo: {summarize(report, strict=False).headline()}; run directory {cfg.run_dir}")

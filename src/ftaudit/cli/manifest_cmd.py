@@ -148,9 +148,9 @@ def _import(spec: str) -> Any:
 @contextmanager
 def _progress() -> Iterator[Progress | None]:
     """A bar on stderr when it is a terminal; nothing otherwise."""
-    from ftaudit.cli.progress import wanted
+    from ftaudit.cli.terminal import Terminal
 
-    if not wanted():
+    if not Terminal.detect().progress:
         yield None
         return
     from rich.console import Console

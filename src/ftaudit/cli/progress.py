@@ -15,25 +15,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ftaudit.cli.terminal import color_enabled
+from ftaudit.cli.terminal import Terminal
 
 Progress = Callable[[str], None]
 """The verifier's callback: ``progress(what)`` is called as each phase (reading, a rule) starts."""
 
 
-def wanted() -> bool:
-    """Progress only for a person: stderr must be a terminal."""
-    isatty = getattr(sys.stderr, "isatty", None)
-    return bool(isatty and isatty())
-
-
 @contextmanager
-def progress_display(enabled: bool, phases: int) -> Iterator[Progress | None]:
-    """Yield a callback drawing a bar of ``phases`` steps on stderr, or None if not ``enabled``.
+def progress_display(terminal: Terminal, phases: int) -> Iterator[Progress | None]:
+    """Yield a callback drawing a bar of ``phases`` steps on stderr, or None when no person
+    watches stderr (:attr:`Terminal.progress`).
 
     Each call starts the next phase, so the bar shows how many phases have finished.
     """
-    if not enabled:
+    if not terminal.progress:
         yield None
         return
     from rich.console import Console
@@ -46,7 +41,7 @@ def progress_display(enabled: bool, phases: int) -> Iterator[Progress | None]:
     )
     from rich.progress import Progress as Bar
 
-    console = Console(file=sys.stderr, no_color=not color_enabled(sys.stderr))
+    console = Console(file=sys.stderr, no_color=not terminal.stderr_color)
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),

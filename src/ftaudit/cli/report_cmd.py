@@ -28,12 +28,14 @@ def report(
     the run or write the page.
     """
     from ftaudit.verifier import verify
+    from ftaudit.verifier.history import collect
     from ftaudit.verifier.render.describe import summarize
     from ftaudit.verifier.render.html import render_html
-    from ftaudit.verifier.render.picture import collect
+    from ftaudit.verifier.session import Session
 
-    result = guarded(lambda: verify(run_dir))
-    picture = guarded(lambda: collect(run_dir))
-    emit(render_html(picture, result), output)
+    with guarded(lambda: Session.open(run_dir)) as session:  # the run is loaded once
+        result = guarded(lambda: verify(session))
+        history = guarded(lambda: collect(session))
+    emit(render_html(history, result), output)
     say(f"ftaudit report: {summarize(result, strict=False).headline()}; page in {output}")
     raise typer.Exit(exit_codes.OK if result.passed() else exit_codes.VIOLATIONS)

@@ -90,7 +90,7 @@ def to_table(
     from rich.table import Table
     from rich.text import Text
 
-    from ftaudit.verifier.render.console import string_console
+    from ftaudit.console import string_console
 
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in columns:

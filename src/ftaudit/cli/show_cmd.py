@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.terminal import color_enabled, emit, guarded, output_width
+from ftaudit.cli.terminal import Terminal, emit, guarded
 
 
 def show(
@@ -23,15 +22,13 @@ def show(
     Exit codes: 0 all rules hold, 1 violations, 2 could not read the run.
     """
     from ftaudit.verifier import verify
-    from ftaudit.verifier.render.picture import collect
+    from ftaudit.verifier.history import collect
     from ftaudit.verifier.render.show import render_show
+    from ftaudit.verifier.session import Session
 
-    report = guarded(lambda: verify(run_dir))
-    picture = guarded(lambda: collect(run_dir))
-    emit(
-        render_show(
-            picture, report, color=color_enabled(sys.stdout), width=output_width(sys.stdout)
-        ),
-        None,
-    )
+    term = Terminal.detect()
+    with guarded(lambda: Session.open(run_dir)) as session:  # the run is loaded once
+        report = guarded(lambda: verify(session))
+        history = guarded(lambda: collect(session))
+    emit(render_show(history, report, color=term.stdout_color, width=term.stdout_width), None)
     raise typer.Exit(exit_codes.OK if report.passed() else exit_codes.VIOLATIONS)

@@ -7,7 +7,6 @@ run's views and nothing else, and can neither write files nor read any outside t
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.terminal import color_enabled, emit, guarded, output_width, say
+from ftaudit.cli.terminal import Terminal, emit, guarded, say
 
 if TYPE_CHECKING:
     import duckdb
@@ -161,12 +160,12 @@ def _format(
         return render_rows.to_csv(columns, rows)
     if fmt is RowFormat.JSON:
         return render_rows.to_json(columns, rows)
-    terminal = sys.stdout.isatty()
+    term = Terminal.detect()
     return render_rows.to_table(
         columns,
         rows,
-        color=terminal and color_enabled(sys.stdout),
-        width=output_width(sys.stdout) if terminal else None,
+        color=term.stdout_color,
+        width=term.stdout_width if term.stdout_tty else None,
         group_first=group_first,
     )
 

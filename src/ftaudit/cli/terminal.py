@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, NoReturn, TypeVar
 
@@ -121,23 +122,51 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
     sys.exit(exit_codes.INTERRUPTED)
 
 
-def color_enabled(stream: IO[str]) -> bool:
-    """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
+def _isatty(stream: IO[str]) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 
 
-def output_width(stream: IO[str]) -> int:
+@dataclass(frozen=True)
+class Terminal:
+    """What this command's output streams are, looked at once: every command asks this
+    object (never the streams) whether to colour, how wide to draw and whether a person
+    watches stderr."""
+
+    stdout_tty: bool
+    stderr_tty: bool
+    no_color: bool
+    """``NO_COLOR`` is set (https://no-color.org): no colour anywhere."""
+    stdout_width: int
     """The terminal's width, else ``COLUMNS``, else :data:`DEFAULT_WIDTH`."""
-    isatty = getattr(stream, "isatty", None)
-    if isatty and isatty():
-        return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
-    try:
-        return max(int(os.environ["COLUMNS"]), 40)
-    except (KeyError, ValueError):
-        return DEFAULT_WIDTH
+
+    @classmethod
+    def detect(cls, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> Terminal:
+        out = stdout if stdout is not None else sys.stdout
+        err = stderr if stderr is not None else sys.stderr
+        out_tty = _isatty(out)
+        if out_tty:
+            width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+        else:
+            try:
+                width = max(int(os.environ["COLUMNS"]), 40)
+            except (KeyError, ValueError):
+                width = DEFAULT_WIDTH
+        return cls(out_tty, _isatty(err), bool(os.environ.get("NO_COLOR")), width)
+
+    @property
+    def stdout_color(self) -> bool:
+        """Colour on stdout: only on a terminal, and never with ``NO_COLOR``."""
+        return self.stdout_tty and not self.no_color
+
+    @property
+    def stderr_color(self) -> bool:
+        return self.stderr_tty and not self.no_color
+
+    @property
+    def progress(self) -> bool:
+        """Progress bars only for a person: stderr must be a terminal."""
+        return self.stderr_tty
 
 
 def emit(text: str, output: Path | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -12,10 +11,9 @@ import typer
 from ftaudit.cli import exit_codes
 from ftaudit.cli.terminal import (
     DEFAULT_WIDTH,
-    color_enabled,
+    Terminal,
     emit,
     guarded,
-    output_width,
     run_app,
     say,
 )
@@ -88,14 +86,15 @@ def verify(
 
     Exit codes: 0 all rules hold, 1 violations, 2 could not verify (unusable input).
     """
-    from ftaudit.cli.progress import progress_display, wanted
+    from ftaudit.cli.progress import progress_display
     from ftaudit.verifier import select_rules
     from ftaudit.verifier import verify as run_verify
     from ftaudit.verifier.render import render
 
     select, skip = rule or None, tuple(skip_rule or ())
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
-    with progress_display(wanted(), phases=len(rules) + 1) as progress:
+    term = Terminal.detect()
+    with progress_display(term, phases=len(rules) + 1) as progress:
         report = guarded(
             lambda: run_verify(
                 run_dir,
@@ -112,8 +111,8 @@ def verify(
         report,
         fmt.value,
         strict=strict,
-        color=to_terminal and color_enabled(sys.stdout),
-        width=output_width(sys.stdout) if output is None else DEFAULT_WIDTH,
+        color=to_terminal and term.stdout_color,
+        width=term.stdout_width if output is None else DEFAULT_WIDTH,
     )
     emit(text, output)
     if not to_terminal:

@@ -40,7 +40,7 @@ def select_rules(select: Sequence[str] | None = None, skip: Sequence[str] = ()) 
 
 
 def verify(
-    run_dir: str | os.PathLike[str],
+    run: str | os.PathLike[str] | Session,
     *,
     select: Sequence[str] | None = None,
     skip: Sequence[str] = (),
@@ -62,8 +62,16 @@ def verify(
 
     ``data_manifests`` are dataset manifest files kept outside the run (FT008 finds the
     one the run names by its digest; with a run that names none, the first is used).
+
+    ``run`` may be an opened :class:`Session` (``ftaudit show`` and ``report`` load a run
+    once for the verdict and the history); the caller keeps it open and closes it.
     """
     rules = select_rules(select, skip)
+    if isinstance(run, Session):
+        if since_step:
+            raise ValueError("since_step needs a run directory, not an opened session")
+        return _check(run, rules, None, progress, data_manifests)
+    run_dir = run
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
     window: Window | None = None
@@ -78,28 +86,40 @@ def verify(
     else:
         opened = Session.open(run_dir)
     with opened as session:
-        ctx = RunContext(session, window, data_manifests)
-        results = []
-        for rule in rules:
-            if progress:
-                progress(f"{rule.code} {rule.name}")
-            started = time.perf_counter()
-            outcome = rule.check(ctx)
-            if window is not None:
-                kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
-                outcome = Outcome(outcome.checked, kept, outcome.note, outcome.counts)
-            results.append(
-                RuleResult(
-                    code=rule.code,
-                    name=rule.name,
-                    checked=outcome.checked,
-                    violations=outcome.violations,
-                    seconds=time.perf_counter() - started,
-                    note=outcome.note,
-                    counts=dict(outcome.counts),
-                )
+        report = _check(session, rules, window, progress, data_manifests)
+    return Report(run_dir=os.fspath(run_dir), results=report.results)
+
+
+def _check(
+    session: Session,
+    rules: list[Rule],
+    window: Window | None,
+    progress: Callable[[str], None] | None,
+    data_manifests: Sequence[str | os.PathLike[str]],
+) -> Report:
+    """Run ``rules`` over an opened session."""
+    ctx = RunContext(session, window, data_manifests)
+    results = []
+    for rule in rules:
+        if progress:
+            progress(f"{rule.code} {rule.name}")
+        started = time.perf_counter()
+        outcome = rule.check(ctx)
+        if window is not None:
+            kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
+            outcome = Outcome(outcome.checked, kept, outcome.note, outcome.counts)
+        results.append(
+            RuleResult(
+                code=rule.code,
+                name=rule.name,
+                checked=outcome.checked,
+                violations=outcome.violations,
+                seconds=time.perf_counter() - started,
+                note=outcome.note,
+                counts=dict(outcome.counts),
             )
-    return Report(run_dir=os.fspath(run_dir), results=tuple(results))
+        )
+    return Report(run_dir=os.fspath(session.run_dir), results=tuple(results))
 
 
 def _is_new(ctx: RunContext, v: Violation) -> bool:

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from ftaudit.verifier.findings import Location, Report, Severity, Violation
+from ftaudit.verifier.history import AttemptInfo, MetricPoint, RunHistory
 from ftaudit.verifier.render.describe import (
     ids_text,
     location_text,
@@ -23,7 +24,6 @@ from ftaudit.verifier.render.describe import (
     summarize,
 )
 from ftaudit.verifier.render.html_assets import CSS, JS
-from ftaudit.verifier.render.picture import AttemptInfo, MetricPoint, RunPicture
 
 LABEL_W = 150
 """Width of the lane labels on the left of the timeline."""
@@ -64,7 +64,7 @@ def _tick_every(n_steps: int, cw: float) -> int:
 class _Timeline:
     """Lays out the timeline and remembers which anchors exist (for linking findings)."""
 
-    def __init__(self, pic: RunPicture) -> None:
+    def __init__(self, pic: RunHistory) -> None:
         self.pic = pic
         self.n_steps = (max(pic.steps) + 1) if pic.steps else 1
         self.cw = _step_width(self.n_steps)
@@ -279,7 +279,7 @@ def _bad_mark(x: float, y: float, w: float, h: float) -> str:
     )
 
 
-def _target(loc: Location, pic: RunPicture) -> str | None:
+def _target(loc: Location, pic: RunHistory) -> str | None:
     """The most precise timeline anchor for a violation's location."""
     step, attempt, inc = loc.step, loc.attempt, loc.incarnation
     if step is not None and inc is None:
@@ -306,7 +306,7 @@ def _violations(report: Report) -> list[tuple[str, Violation]]:
     return ordered
 
 
-def _coverage_svg(pic: RunPicture, flagged_steps: set[int]) -> str:
+def _coverage_svg(pic: RunHistory, flagged_steps: set[int]) -> str:
     cov = pic.coverage
     n_steps = (max(c.step for c in cov) + 1) if cov else 1
     cw = _step_width(n_steps)
@@ -474,7 +474,7 @@ def _legend(items: list[tuple[str, str]]) -> str:
     return f'<div class="legend">{spans}</div>'
 
 
-def render_html(pic: RunPicture, report: Report) -> str:
+def render_html(pic: RunHistory, report: Report) -> str:
     """The whole page, as one string."""
     timeline = _Timeline(pic)
     findings = _violations(report)

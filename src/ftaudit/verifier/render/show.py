@@ -15,10 +15,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ftaudit.console import string_console
 from ftaudit.verifier.findings import Report
-from ftaudit.verifier.render.console import string_console
+from ftaudit.verifier.history import AttemptInfo, RunHistory
 from ftaudit.verifier.render.describe import plural, rule_status, summarize
-from ftaudit.verifier.render.picture import AttemptInfo, RunPicture
 
 _STATUS_STYLE = {
     "committed": "green",
@@ -62,7 +62,7 @@ class _StepRow:
         return (self.committed.plain, self.others.plain, self.cells.plain, self.alive)
 
 
-def _step_rows(pic: RunPicture) -> list[_StepRow]:
+def _step_rows(pic: RunHistory) -> list[_StepRow]:
     by_step: dict[int, list[AttemptInfo]] = defaultdict(list)
     for a in pic.attempts:
         by_step[a.step].append(a)
@@ -135,7 +135,7 @@ def _step_rows(pic: RunPicture) -> list[_StepRow]:
     return folded
 
 
-def _alive_by_step(pic: RunPicture) -> dict[int, str]:
+def _alive_by_step(pic: RunHistory) -> dict[int, str]:
     """The cells alive after each committed step: the latest reconfiguration the committing
     incarnation logged at or before the step (a cell lost in the step has left the quorum;
     a heal at the start of the next step is logged with that step)."""
@@ -151,7 +151,7 @@ def _alive_by_step(pic: RunPicture) -> dict[int, str]:
     return out
 
 
-def _incarnations_table(pic: RunPicture) -> Table:
+def _incarnations_table(pic: RunHistory) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left")
     for header in ("incarnation", "start", "steps", "attempts", "retries", "committed", "end"):
         table.add_column(header, no_wrap=header != "start")
@@ -172,7 +172,7 @@ def _incarnations_table(pic: RunPicture) -> Table:
     return table
 
 
-def _steps_table(pic: RunPicture) -> Table:
+def _steps_table(pic: RunHistory) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("step", justify="right", no_wrap=True)
     table.add_column("committed", no_wrap=True)
@@ -203,7 +203,7 @@ def _rules_table(report: Report) -> Table:
     return table
 
 
-def render_show(pic: RunPicture, report: Report, *, color: bool = False, width: int = 100) -> str:
+def render_show(pic: RunHistory, report: Report, *, color: bool = False, width: int = 100) -> str:
     """The terminal summary of one run."""
     console, out = string_console(color=color, width=width)
     committed = pic.committed_steps

@@ -10,8 +10,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ftaudit.console import string_console
 from ftaudit.verifier.findings import Report, Severity
-from ftaudit.verifier.render.console import string_console
 from ftaudit.verifier.render.describe import (
     MAX_DETAILS,
     first_violations,

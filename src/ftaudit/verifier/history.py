@@ -1,6 +1,6 @@
-"""A run as pictures need it: incarnations, attempts, faults, heals, checkpoints, metrics
-and witness coverage, gathered with one DuckDB session for ``ftaudit show`` and
-``ftaudit report``.
+"""A run's history as data: incarnations, attempts, faults, heals, checkpoints, metrics and
+witness coverage, read from one session for ``ftaudit show`` and ``ftaudit report`` (the
+renderers in ``verifier/render/`` only draw it).
 
 Everything here is read from the same views the rules use (``timeline``,
 ``committed_steps``, ``attempt_end``...), so a picture never disagrees with the verifier
@@ -113,7 +113,7 @@ class MetricPoint:
 
 
 @dataclass
-class RunPicture:
+class RunHistory:
     run_dir: str
     buffer_size: int | None = None
     cells: tuple[int, ...] = ()
@@ -161,15 +161,18 @@ def _mean(values: list[float]) -> float:
     return sum(finite) / len(finite)
 
 
-def collect(run_dir: str | os.PathLike[str]) -> RunPicture:
-    """Read a run's picture; raises ``UnusableInputError`` like :func:`verify` does."""
-    with Session.open(run_dir) as session:
+def collect(run: str | os.PathLike[str] | Session) -> RunHistory:
+    """Read a run's history from an opened session (or open one for ``run``); raises
+    ``UnusableInputError`` like :func:`~ftaudit.verifier.verify` does."""
+    if isinstance(run, Session):
+        return _collect(run)
+    with Session.open(run) as session:
         return _collect(session)
 
 
-def _collect(session: Session) -> RunPicture:
+def _collect(session: Session) -> RunHistory:
     ctx = RunContext(session)
-    pic = RunPicture(run_dir=os.fspath(session.run_dir), buffer_size=ctx.buffer_size)
+    pic = RunHistory(run_dir=os.fspath(session.run_dir), buffer_size=ctx.buffer_size)
     rows = session.rows
     # attempts: every (incarnation, step, attempt) any event names, with the driver's verdict
     decisions: dict[AttemptKey, tuple[CellState, ...]] = {}

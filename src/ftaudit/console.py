@@ -1,4 +1,4 @@
-"""The one way ftaudit renders rich output into a string."""
+"""The one way ftaudit renders rich output into a string (the CLI and the verifier's renderers)."""
 
 from __future__ import annotations
 

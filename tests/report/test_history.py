@@ -1,10 +1,10 @@
-"""The run's picture agrees with what the faulty run really did."""
+"""The run's history agrees with what the faulty run really did."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ftaudit.verifier.render.picture import collect
+from ftaudit.verifier.history import collect
 
 
 def test_attempts_carry_the_timeline_status_and_cell_outcomes(faulty_run: Path) -> None:
