@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import ftaudit
+from ftaudit.dataset import build_manifest
 from ftaudit.trainer_hooks import DriverSession, ranks
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 
@@ -50,7 +51,10 @@ def main(run_dir: Path) -> None:
     install_witnesses(model, BUFFER_SIZE, layers="layers")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # built after installing
 
-    driver = DriverSession.start(run_dir, buffer_size=BUFFER_SIZE, dataset_size=10_000)
+    # the dataset: 10,000 rows of token ids (any map-style dataset works the same way)
+    data = torch.randint(0, VOCAB, (10_000, SEQ), generator=torch.Generator().manual_seed(1))
+    driver = DriverSession.start(run_dir, buffer_size=BUFFER_SIZE, dataset_size=len(data))
+    driver.declare_manifest(build_manifest(data))  # every item's fingerprint, for FT008
     hooks = TrainerHooks.attach(
         run_dir, driver.incarnation, cell=0, rank=0, model=model, optimizer=optimizer
     )
@@ -61,10 +65,9 @@ def main(run_dir: Path) -> None:
         samples = list(range(consumed, consumed + BATCH))
         info = driver.allocate(step, attempt, samples)  # logs WitnessAllocated
 
-        tokens = torch.randint(
-            0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(step)
-        )
+        tokens = data[samples]  # sample index i is item i mod N (no shuffle here)
         with hooks.step(step, attempt), hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
+            hooks.log_fingerprints(samples, tokens)  # what the model really receives
             logits = model(tokens)
             loss = nn.functional.cross_entropy(
                 logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten()

@@ -86,6 +86,34 @@ BUGS: tuple[Bug, ...] = (
         "FT006",
         "does not hold what the source held",
     ),
+    Bug(
+        "healed_cell_reads_peer_shard",
+        "a healed cell takes the data cursor (its shard) from the peer it was healed from, so "
+        "it reads the peer's items under its own sample indices and witness ids",
+        "FT008",
+        "sample index names",
+    ),
+    Bug(
+        "shuffle_state_not_restored",
+        "the resumed loader restores its position but rebuilds its shuffle generator unseeded, "
+        "so the epoch continues in another order: right indices, other items",
+        "FT008",
+        "declared another order for epoch",
+    ),
+    Bug(
+        "wrong_items_after_resume",
+        "the checkpoint stores the prefetching reader's position, one batch ahead, so the "
+        "resumed loader feeds the items of the step after each sample index",
+        "FT008",
+        "sample index names",
+    ),
+    Bug(
+        "duplicated_item_across_shards",
+        "a cell's shard end is taken inclusively, so it also trains the first prompt group "
+        "of the next cell's shard: those items are trained by two cells",
+        "FT008",
+        "times in epoch 0 by cells",
+    ),
 )
 
 BUGS_BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}

@@ -88,6 +88,8 @@ class CellWorker:
         self.quorum_size = 1
         self.heartbeat = Heartbeat()
         self.cell = -1
+        self.data_rank: int | None = None
+        """Set only by the ``healed_cell_reads_peer_shard`` defect: the shard it reads."""
         self._hooks: TrainerHooks | None = None
 
     def join(self, cell: int) -> int:
@@ -132,24 +134,34 @@ class CellWorker:
         step: int,
         attempt: int,
         sample_indices: list[int],
+        items: list[int],
         witness_ids: list[int],
         stale_ids: list[int],
     ) -> dict[str, Any]:
         """Train this cell's shard of the global batch; commit only if every cell can.
 
+        ``items[k]`` is the dataset item the loader read for ``sample_indices[k]``.
         Returns ``{"outcome": normal|discarded_should_retry, "loss": ..., ...}``.
         """
         hooks, bug = self.hooks, self.cfg.bug
         with hooks.step(step, attempt):
             self.heartbeat.beat()
+            group = self.cfg.data.samples_per_prompt
             rank = 0 if bugs.active(bug, "wrong_shard") else self.quorum_rank
-            part = shard_slice(
-                len(sample_indices), self.cfg.data.samples_per_prompt, rank, self.quorum_size
-            )
+            part = shard_slice(len(sample_indices), group, rank, self.quorum_size)
+            if bugs.active(bug, "duplicated_item_across_shards"):
+                # the shard's end taken inclusively: the first group of the next shard too
+                part = slice(part.start, min(part.stop + group, len(sample_indices)))
+            read = part  # the items this cell reads: its own shard's
+            if self.data_rank is not None:  # a data cursor adopted from a peer at a heal
+                read = shard_slice(len(sample_indices), group, self.data_rank, self.quorum_size)
             batch = self.dataset.batch(
-                np.asarray(sample_indices)[part], np.asarray(witness_ids)[part]
+                np.asarray(sample_indices)[part],
+                np.asarray(witness_ids)[part],
+                items=np.asarray(items)[read],
             )
             tokens = torch.from_numpy(batch.tokens)
+            hooks.log_fingerprints(batch.sample_indices, tokens)  # what the model receives
             inputs, targets = tokens[:, :-1], tokens[:, 1:]
             self.optimizer.zero_grad(set_to_none=False)
             with hooks.batch(sample_token_ids(batch.witness_ids, inputs.shape[1])):
@@ -292,13 +304,21 @@ class CellWorker:
         with self.hooks.step(step, attempt):
             self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
             self.hooks.flush()
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "data_rank": self.quorum_rank,
+        }
 
     def heal(self, state: dict[str, Any], source_cell: int, step: int, attempt: int) -> None:
         """Take a live peer's state; log it as received (``after_heal``)."""
         self.model.load_state_dict(state["model"])
         if not bugs.active(self.cfg.bug, "healed_cell_differs"):
             self.optimizer.load_state_dict(state["optimizer"])
+        if bugs.active(self.cfg.bug, "healed_cell_reads_peer_shard"):
+            # the defect: the data cursor is "restored" with the rest of the peer's state,
+            # so this cell reads the peer's shard while its ids stay its own
+            self.data_rank = state["data_rank"]
         with self.hooks.step(step, attempt):
             self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
             self.hooks.flush()

@@ -4,9 +4,12 @@ Everything is a pure function of (seed, sample index), so a step replayed after 
 trains exactly the samples the abandoned one did, and the run can declare a
 deterministic data order. No torch here: batches are numpy arrays.
 
-Sample index ``i`` of the run's stream is item ``i mod N`` of epoch ``i // N``. For the RL
-objective item ``i`` is completion ``i mod K`` of prompt ``i // K`` (K samples per
-prompt, one GRPO group per prompt); for the LM objective it is a corpus window.
+Sample index ``i`` is position ``i`` of the run's stream: epoch ``i // N``, read from the
+item that the loader's shuffled order (:mod:`ftaudit.demo.loader`) puts there (item
+``i mod N`` when no order is given). For the RL objective item ``j`` is completion
+``j mod K`` of prompt ``j // K`` (K samples per prompt, one GRPO group per prompt); for
+the LM objective it is a corpus window. The dataset is map-style (``len``, ``ds[j]`` is
+the token row the model receives), so ``ftaudit.dataset.build_manifest`` takes it as is.
 """
 
 from __future__ import annotations
@@ -109,14 +112,26 @@ class Dataset:
         start = (item % self.num_windows) * (self.config.seq_len + 1)
         return self.corpus[start : start + self.config.seq_len + 1]
 
-    def rollout(self, sample: int) -> np.ndarray:
-        """Prompt of the sample's group, then a completion sampled from the corpus' chain.
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, item: int) -> np.ndarray:
+        """The token row the model receives for ``item`` (inputs and shifted targets)."""
+        if not 0 <= item < self.size:
+            raise IndexError(f"item {item} is outside the dataset of {self.size}")
+        if self.objective == "lm":
+            return self.window(item)
+        tokens = self.rollout(item)
+        return np.concatenate([tokens, tokens[-1:]])  # same shape as LM: targets shifted
+
+    def rollout(self, item: int) -> np.ndarray:
+        """Prompt of the item's group, then a completion sampled from the corpus' chain.
 
         The completion walks the corpus from a hashed position after the prompt's last
-        token, so it is plausible text and reproducible from the sample index alone.
+        token, so it is plausible text and reproducible from the item alone.
         """
         cfg = self.config
-        item = sample % self.size
+        item = item % self.size
         prompt = self.window(item // cfg.samples_per_prompt)[: cfg.prompt_len]
         rng = np.random.default_rng(_digest(self.seed, item))
         completion = np.empty(cfg.completion_len, dtype=np.int64)
@@ -132,18 +147,27 @@ class Dataset:
             previous = int(nxt)
         return np.concatenate([prompt, completion])
 
-    def batch(self, sample_indices: np.ndarray, witness_ids: np.ndarray) -> Batch:
-        """The tokens and loss weights of whole GRPO groups (RL) or windows (LM)."""
+    def batch(
+        self,
+        sample_indices: np.ndarray,
+        witness_ids: np.ndarray,
+        items: np.ndarray | None = None,
+    ) -> Batch:
+        """The tokens and loss weights of whole GRPO groups (RL) or windows (LM).
+
+        ``items`` are the dataset items the loader read for the samples (by default
+        item ``i mod N`` of each sample index ``i``).
+        """
         cfg = self.config
         samples = np.asarray(sample_indices, dtype=np.int64)
+        read = samples % self.size if items is None else np.asarray(items, dtype=np.int64)
+        seqs = np.stack([self[int(j)] for j in read])
         if self.objective == "lm":
-            seqs = np.stack([self.window(int(s) % self.size) for s in samples])
             mask = np.ones((len(samples), cfg.seq_len), dtype=np.float32)
             adv = np.ones(len(samples))
             return Batch(samples, np.asarray(witness_ids), seqs, mask, adv, adv, adv == 0.0)
-        seqs = np.stack([self.rollout(int(s)) for s in samples])
-        rewards = np.array([reward(seq) for seq in seqs])
-        groups = samples // cfg.samples_per_prompt
+        rewards = np.array([reward(seq[:-1]) for seq in seqs])
+        groups = read // cfg.samples_per_prompt
         adv = np.zeros(len(samples))
         for g in np.unique(groups):
             members = groups == g
@@ -152,5 +176,4 @@ class Dataset:
             adv[members] = group_advantages(rewards[members])
         mask = np.zeros((len(samples), cfg.seq_len), dtype=np.float32)
         mask[:, cfg.prompt_len - 1 : cfg.seq_len - 1] = 1.0  # positions predicting completions
-        seqs = np.concatenate([seqs, seqs[:, -1:]], axis=1)  # same shape as LM: targets shifted
         return Batch(samples, np.asarray(witness_ids), seqs, mask, adv, rewards, adv == 0.0)

@@ -13,17 +13,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 from torch.distributed import TCPStore
 
+from ftaudit.dataset import build_manifest
 from ftaudit.demo import bugs
 from ftaudit.demo.cell import DISCARDED, Cell
 from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.data import Dataset
+from ftaudit.demo.loader import DemoLoader
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.talk import say
-from ftaudit.eventlog.events import CellOutcome, CellReconfigured, CheckpointRef, Outcome
+from ftaudit.eventlog.events import (
+    CellOutcome,
+    CellReconfigured,
+    CheckpointRef,
+    LoaderState,
+    LoaderWhen,
+    Outcome,
+)
 from ftaudit.eventlog.resume import ResumeIndex
 from ftaudit.trainer_hooks import DriverSession, FaultInjector, WitnessIdAllocator
 from ftaudit.trainer_hooks.driver import errored, ranks
@@ -71,6 +81,15 @@ class Driver:
         """Only an incarnation where cells are scheduled to fail pays for a spare."""
         self.quorum_id = 0
         self.data_offset = 0
+        data = cfg.data
+        self.loader = DemoLoader(
+            self.dataset.size, data.samples_per_prompt, data.samples_per_step, cfg.seed
+        )
+        self._batch: tuple[int, np.ndarray] | None = None
+        """The step whose items the loader handed out last, and those items (for retries)."""
+        self._declared: set[int] = set()
+        """The epochs whose order this incarnation declared to the run."""
+        self.session.declare_manifest(build_manifest(self.dataset, description="ftaudit demo"))
         self.tag = f"[incarnation {self.incarnation}]"
 
     # -- membership --------------------------------------------------------------------
@@ -130,12 +149,24 @@ class Driver:
 
     # -- one attempt -------------------------------------------------------------------
 
+    def _items(self, step: int) -> np.ndarray:
+        """The items the loader reads for ``step`` (once per step: a retry reuses them)."""
+        if self._batch is None or self._batch[0] != step:
+            positions, items = self.loader.next_batch()
+            for epoch in np.unique(positions // self.dataset.size).tolist():
+                if epoch not in self._declared:
+                    self.session.log_data(self.loader.data_order(epoch))
+                    self._declared.add(epoch)
+            self._batch = (step, items)
+        return self._batch[1]
+
     def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
         samples = self.dataset.step_samples(step, self.data_offset)
+        items = self._items(step)
         info = self.session.allocate(step, attempt, samples)
         refs = {
             c: m.train_step.remote(
-                step, attempt, samples.tolist(), info.witness_ids, info.stale_ids
+                step, attempt, samples.tolist(), items.tolist(), info.witness_ids, info.stale_ids
             )
             for c, m in self.cells.items()
         }
@@ -201,10 +232,13 @@ class Driver:
             ]
         )
         n = self.cfg.data.samples_per_step
+        self._restore_loader(metas[0]["extra"]["loader"], ref)
         if bugs.active(self.cfg.bug, "skip_sample_after_resume"):
             self.data_offset = self.cfg.data.samples_per_prompt  # one group too far
+            self.loader.seek(self.loader.position + self.data_offset)
         if bugs.active(self.cfg.bug, "replay_batch_after_resume"):
             self.data_offset = -n  # the checkpoint step's own batch again
+            self.loader.seek(self.loader.position + self.data_offset)
         if bugs.active(self.cfg.bug, "allocator_from_checkpoint_counter"):
             allocator = WitnessIdAllocator(self.cfg.buffer_size)
             allocator.resume(int(metas[0]["extra"]["allocator_counter"]))
@@ -214,10 +248,39 @@ class Driver:
             f"(saved by incarnation {ref.incarnation})"
         )
 
+    def _restore_loader(self, state: dict[str, Any], ref: CheckpointRef) -> None:
+        """Put the loader where the checkpoint left it; log what it holds now."""
+        if bugs.active(self.cfg.bug, "shuffle_state_not_restored"):
+            # the defect: only the position comes back; the shuffle generator is rebuilt
+            # unseeded, as if its state had never been part of the checkpoint
+            data = self.cfg.data
+            self.loader = DemoLoader(
+                self.dataset.size, data.samples_per_prompt, data.samples_per_step, None
+            )
+            self.loader.seek(int(state["position"]))
+        else:
+            self.loader.load_state_dict(state)
+        self.session.log_data(self._loader_state(ref.iteration, LoaderWhen.RESUMED))
+
+    def _loader_state(self, iteration: int, when: LoaderWhen) -> LoaderState:
+        state = self.loader.state_dict()
+        return LoaderState(
+            iteration=iteration,
+            when=when,
+            position=int(state["position"]),
+            epoch=int(state["epoch"]),
+            seed=self.loader.seed,
+        )
+
     def _checkpoint(self, step: int, attempt: int) -> None:
         path = checkpoint_dir(self.cfg.run_dir, step) / "state.pt"
         writer = min(self.cells)
-        extra = {"allocator_counter": self.session.allocator.counter}
+        loader = self.loader.state_dict()
+        if bugs.active(self.cfg.bug, "wrong_items_after_resume"):
+            # the defect: the state of the prefetching reader is saved, which has already
+            # read the next step's items; a resume hands out the batch after it
+            loader = {**loader, "position": self.loader.fetched}
+        extra = {"allocator_counter": self.session.allocator.counter, "loader": loader}
         ray.get(
             [
                 m.save.remote(str(path), step, attempt, extra)
@@ -225,6 +288,15 @@ class Driver:
                 else m.log_at_save.remote(step, attempt)
                 for c, m in self.cells.items()
             ]
+        )
+        self.session.log_data(
+            LoaderState(
+                iteration=step,
+                when=LoaderWhen.SAVED,
+                position=int(loader["position"]),
+                epoch=int(loader["epoch"]),
+                seed=self.loader.seed,
+            )
         )
         self.session.record_checkpoint(step, path=str(path))
         say(f"{self.tag} step {step}: checkpoint saved")

@@ -12,6 +12,7 @@ from ftaudit.trainer_hooks.torch.clearing import (
     row_state_keys,
 )
 from ftaudit.trainer_hooks.torch.distributed import DistributedRun
+from ftaudit.trainer_hooks.torch.loader import SamplerStream
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
     WitnessEmbedding,
@@ -29,6 +30,7 @@ __all__ = [
     "WITNESS_MODULE",
     "CellMap",
     "DistributedRun",
+    "SamplerStream",
     "TrainerHooks",
     "UnsupportedOptimizerError",
     "WitnessClearer",

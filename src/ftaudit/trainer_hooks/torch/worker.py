@@ -18,12 +18,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from ftaudit.dataset.fingerprint import fingerprint, fingerprint_rows
 from ftaudit.eventlog.context import StepAttempt, current, step_context
 from ftaudit.eventlog.events import (
     CheckpointRef,
     ChecksumWhen,
+    DataOrder,
+    LoaderState,
     Metric,
     SampleAdvantageSummary,
+    SampleFingerprints,
     WitnessCleared,
     WitnessSnapshot,
 )
@@ -218,6 +222,40 @@ class TrainerHooks:
         if flush:
             self.writer.flush()
 
+    def log_fingerprints(
+        self,
+        sample_indices: Sequence[int] | np.ndarray | torch.Tensor,
+        inputs: torch.Tensor | Sequence[Any],
+        *,
+        items: Sequence[int] | np.ndarray | torch.Tensor | None = None,
+    ) -> np.ndarray:
+        """Fingerprint what the model receives, one sample per row; log it; return them.
+
+        ``inputs`` is the batch tensor the step feeds the model (row ``k`` is sample
+        ``sample_indices[k]``, its stream position), or one tensor per sample for ragged
+        batches. ``items`` are the dataset items the loader read, where it knows them.
+        Each row digests like :func:`ftaudit.dataset.fingerprint` of the dataset item it
+        was stacked from, so rule FT008 can compare it with the run's manifest.
+        """
+        self._require_step("log_fingerprints")
+        if isinstance(inputs, torch.Tensor):
+            fps = fingerprint_rows(inputs)
+        else:
+            fps = np.asarray([fingerprint(x) for x in inputs], dtype=np.int64)
+        self.writer.log(
+            SampleFingerprints(
+                cell=self.cell,
+                sample_indices=IntRuns.from_sequence(_as_list(sample_indices)),
+                fingerprints=fps.tolist(),
+                items=[] if items is None else [int(i) for i in _as_list(items)],
+            )
+        )
+        return fps
+
+    def log_data(self, event: DataOrder | LoaderState) -> None:
+        """Log the loader's epoch order, or its state at a save or after a resume."""
+        self.writer.log(event)
+
     def log_metrics(self, values: Mapping[str, float]) -> None:
         """Metrics of this rank for the current step (NaN and inf are kept)."""
         self.writer.log(Metric(values={k: float(v) for k, v in values.items()}))
@@ -383,7 +421,9 @@ def advantage_summary(
     return counts.cpu().tolist(), zero.cpu().tolist()
 
 
-def _as_list(values: Sequence[Any] | torch.Tensor) -> list[Any]:
+def _as_list(values: Sequence[Any] | np.ndarray | torch.Tensor) -> list[Any]:
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().reshape(-1).tolist()
+    if isinstance(values, np.ndarray):
+        return values.reshape(-1).tolist()
     return list(values)

@@ -23,7 +23,7 @@ from ftaudit.verifier.fed import (
     load_orders,
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
-from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.rules.base import Outcome, Rule
 
 SHOWN = 6
 """Samples spelled out in one message (all of them are in the violation's ids)."""
@@ -108,7 +108,11 @@ class DataIdentity(Rule):
         out += self._claims(ctx, fed, committed, stream)
         out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
         out += self._coverage(ctx, fed, committed)
-        out += self._agreement(ctx, fed, wrong)
+        matches = None
+        if manifest is not None:
+            known = (items >= 0) & (items < manifest.size)
+            matches = known & (fed.fingerprint == manifest.fingerprints[np.where(known, items, 0)])
+        out += self._agreement(ctx, fed, wrong, matches)
         return Outcome(int(committed.sum()), tuple(out), note=found.note)
 
     # -- the dataset: which manifest, if any ------------------------------------------
@@ -369,42 +373,74 @@ class DataIdentity(Rule):
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for (epoch, fp, _, _), row in zip(uniq.tolist(), rows.tolist(), strict=True):
             groups[(epoch, fp)].append(row)
-        out = []
+        found: dict[tuple[int, bool, tuple[tuple[int, int], ...]], list[list[int]]] = defaultdict(
+            list
+        )
         for (epoch, _), members in sorted(groups.items()):
             if len(members) < 2:
                 continue
-            positions = sorted({int(fed.position[r]) for r in members})
-            cells = sorted({int(fed.cell[r]) for r in members})
-            by_two_cells = len(positions) < len(members)
+            by_two_cells = len({int(fed.position[r]) for r in members}) < len(members)
             if not by_two_cells:
                 named = {int(items[r]) for r in members}
                 if UNKNOWN not in named and len(named) == 1:
                     continue  # the declared order itself repeats the item (a padded epoch)
                 if manifest is not None:
                     continue  # each matched its own item: the dataset holds equal items
-            item = sorted({int(items[r]) for r in members} - {UNKNOWN})
-            where = ", ".join(
-                f"position {int(fed.position[r])}"
-                + (f" (item {int(items[r])})" if len(item) > 1 else "")
-                + f" by cell {int(fed.cell[r])} in {_key_text(ctx, fed.keys[int(fed.key[r])])}"
-                for r in members[:SHOWN]
-            )
-            what = f"item {item[0]}" if len(item) == 1 else "the same content"
-            k = fed.keys[int(fed.key[members[0]])]
-            out.append(
-                self.violation(
-                    f"{what} was trained {len(members)} times in epoch {epoch}"
-                    + (f" by cells {', '.join(map(str, cells))}" if by_two_cells else "")
-                    + f": {where}; the same data reached the model twice",
-                    kind="duplicate_content",
-                    location=Location(step=k[1], attempt=k[2], incarnation=k[0]),
-                    ids=positions,
-                    sample_indices=positions,
-                )
-            )
-            if len(out) >= MAX_IDS:
-                break
+            where = tuple(sorted({(int(fed.key[r]), int(fed.cell[r])) for r in members}))
+            found[(epoch, by_two_cells, where)].append(members)
+        out = []
+        for (epoch, by_two_cells, where), findings in sorted(found.items()):
+            out.append(self._duplicate(ctx, fed, items, epoch, by_two_cells, where, findings))
         return out
+
+    def _duplicate(
+        self,
+        ctx: RunContext,
+        fed: FedSamples,
+        items: np.ndarray,
+        epoch: int,
+        by_two_cells: bool,
+        where: tuple[tuple[int, int], ...],
+        findings: list[list[int]],
+    ) -> Violation:
+        """One violation for the contents trained twice by the same attempts and cells."""
+        findings = sorted(findings, key=lambda m: min(int(fed.position[r]) for r in m))
+        rows = [r for members in findings for r in members]
+        positions = sorted({int(fed.position[r]) for r in rows})
+        cells = sorted({cell for _, cell in where})
+        times = max(len(m) for m in findings)
+        named = [sorted({int(items[r]) for r in m} - {UNKNOWN}) for m in findings]
+        same_item = all(len(n) == 1 for n in named)
+        if len(findings) == 1:
+            what = f"item {named[0][0]} was" if same_item else "the same content was"
+        elif same_item:
+            what = f"{len(findings)} items {_items_text(sorted(n[0] for n in named), 6)} were each"
+        else:
+            what = f"{len(findings)} contents were each"
+        if by_two_cells:
+            keys = sorted({key for key, _ in where})
+            shown = f"at positions {_positions_text(np.asarray(positions))} in " + ", ".join(
+                _key_text(ctx, fed.keys[key]) for key in keys
+            )
+            more = ""
+        else:
+            shown = ", ".join(
+                f"position {int(fed.position[r])}"
+                + ("" if same_item else f" (item {int(items[r])})")
+                + f" in {_key_text(ctx, fed.keys[int(fed.key[r])])}"
+                for r in findings[0][:SHOWN]
+            )
+            more = f"; and {len(findings) - 1} more like it" if len(findings) > 1 else ""
+        k = fed.keys[where[0][0]]
+        return self.violation(
+            f"{what} trained {times} times in epoch {epoch}"
+            + (f" by cells {', '.join(map(str, cells))}" if by_two_cells else "")
+            + f": {shown}{more}; the same data reached the model twice",
+            kind="duplicate_content",
+            location=Location(step=k[1], attempt=k[2], incarnation=k[0]),
+            ids=positions,
+            sample_indices=positions,
+        )
 
     def _coverage(self, ctx: RunContext, fed: FedSamples, committed: np.ndarray) -> list[Violation]:
         """Committed samples without a fingerprint, and fed samples outside the allocation."""
@@ -425,7 +461,7 @@ class DataIdentity(Rule):
                 out.append(
                     self.violation(
                         f"{missing.size} sample{_s(missing.size)} "
-                        f"{ctx.describe_samples(missing)} of {where} "
+                        f"{_positions_text(missing)} of {where} "
                         "were trained without a fingerprint: no rank logged what it fed for "
                         f"{'them' if missing.size != 1 else 'it'}",
                         kind="unfingerprinted",
@@ -437,7 +473,7 @@ class DataIdentity(Rule):
             if extra.size:
                 out.append(
                     self.violation(
-                        f"{extra.size} sample{_s(extra.size)} {ctx.describe_samples(extra)} "
+                        f"{extra.size} sample{_s(extra.size)} {_positions_text(extra)} "
                         f"fed in {where} {'were' if extra.size != 1 else 'was'} not allocated "
                         "to it: a rank trained data the driver did not hand out",
                         kind="unallocated",
@@ -449,7 +485,11 @@ class DataIdentity(Rule):
         return out
 
     def _agreement(
-        self, ctx: RunContext, fed: FedSamples, explained: np.ndarray
+        self,
+        ctx: RunContext,
+        fed: FedSamples,
+        explained: np.ndarray,
+        matches: np.ndarray | None,
     ) -> list[Violation]:
         """Every feeding of one position (any cell, attempt, incarnation) has one content."""
         if not len(fed):
@@ -459,7 +499,9 @@ class DataIdentity(Rule):
         clash = (pos[1:] == pos[:-1]) & (fp[1:] != fp[:-1])
         skip = set(fed.position[explained].tolist())
         conflicted = sorted(set(pos[1:][clash].tolist()) - skip)
-        groups: dict[tuple[StepKey, StepKey], list[tuple[int, int, int]]] = defaultdict(list)
+        groups: dict[tuple[StepKey, StepKey], list[tuple[int, int, int, int, int]]] = defaultdict(
+            list
+        )
         lo = np.searchsorted(pos, conflicted, side="left")
         hi = np.searchsorted(pos, conflicted, side="right")
         for p, a0, b0 in zip(conflicted, lo.tolist(), hi.tolist(), strict=True):
@@ -467,13 +509,21 @@ class DataIdentity(Rule):
             base = rows[0]
             other = next(r for r in rows[1:] if fed.fingerprint[r] != fed.fingerprint[base])
             a, b = fed.keys[int(fed.key[base])], fed.keys[int(fed.key[other])]
-            groups[(a, b)].append((p, int(fed.cell[base]), int(fed.cell[other])))
+            groups[(a, b)].append((p, int(fed.cell[base]), int(fed.cell[other]), base, other))
         out = []
         for (a, b), hits in groups.items():
-            positions = [p for p, _, _ in hits]
+            positions = [h[0] for h in hits]
             arr = np.asarray(positions, dtype=np.int64)
-            cells_a = sorted({c for _, c, _ in hits})
-            cells_b = sorted({c for _, _, c in hits})
+            cells_a = sorted({h[1] for h in hits})
+            cells_b = sorted({h[2] for h in hits})
+            verdict = ""
+            if matches is not None:
+                first_ok = [bool(matches[h[3]]) for h in hits]
+                second_ok = [bool(matches[h[4]]) for h in hits]
+                if all(first_ok) and not any(second_ok):
+                    verdict = f"; the dataset's items are what {_key_text(ctx, a)} fed"
+                elif all(second_ok) and not any(first_ok):
+                    verdict = f"; the dataset's items are what {_key_text(ctx, b)} fed"
             same_attempt = a == b
             severity = (
                 Severity.WARNING
@@ -491,7 +541,7 @@ class DataIdentity(Rule):
             out.append(
                 self.violation(
                     f"{text} for {arr.size} sample{_s(arr.size)} "
-                    f"{ctx.describe_samples(arr)}: one sample index, two data",
+                    f"{_positions_text(arr)}: one sample index, two data{verdict}",
                     kind="content_disagrees",
                     location=Location(
                         b[1], b[2], b[0], cell=cells_b[0] if len(cells_b) == 1 else None
@@ -517,6 +567,16 @@ def _groups(fed: FedSamples, mask: np.ndarray) -> dict[tuple[int, int], list[int
     return dict(sorted(groups.items(), key=lambda kv: fed.keys[kv[0][0]][1:] + kv[0]))
 
 
+def _positions_text(positions: np.ndarray, limit: int = 12) -> str:
+    """Sample indices as runs, ``[56..63, 80]``: their items depend on the declared order."""
+    values = np.unique(np.asarray(positions, dtype=np.int64))
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    runs = np.split(values, breaks)
+    shown = [f"{r[0]}..{r[-1]}" if r.size > 1 else str(r[0]) for r in runs[:limit]]
+    more = f", ... {len(runs) - limit} more" if len(runs) > limit else ""
+    return f"[{', '.join(shown)}{more}]"
+
+
 def _key_text(ctx: RunContext, key: StepKey) -> str:
     return ctx.describe_key(key)
 
@@ -525,9 +585,9 @@ def _location(key: StepKey, cell: int) -> Location:
     return Location(step=key[1], attempt=key[2], incarnation=key[0], cell=cell)
 
 
-def _items_text(items: list[int]) -> str:
-    shown = ", ".join(map(str, items[:3]))
-    return shown + (f" (and {len(items) - 3} more)" if len(items) > 3 else "")
+def _items_text(items: list[int], limit: int = 3) -> str:
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (f" (and {len(items) - limit} more)" if len(items) > limit else "")
 
 
 def _s(n: int) -> str:

@@ -1,0 +1,133 @@
+"""Stream positions of a ``DistributedSampler``: which dataset item each sample index is.
+
+A run's sample index is a position in its data stream (SPEC §1). With a
+``DistributedSampler`` of ``W`` replicas the stream is the sampler's epochs one after
+another: epoch ``e`` holds ``L = sampler.total_size`` positions (the dataset, shuffled
+by ``seed + e``, padded to a multiple of ``W``), starting at position ``e * L``. Rank
+``r`` reads every ``W``-th position of it, so its ``j``-th local sample is position
+``e * L + j * W + r``, and one step of local batch ``b`` on every rank is the contiguous
+block of ``b * W`` positions after the previous step's.
+
+:class:`SamplerStream` computes that mapping with the sampler's own ``__iter__`` (never
+a re-implementation of its shuffle), declares it to the run (``data_order``), and
+records the loader's state at checkpoints and resumes (``loader_state``), so rule FT008
+can tell a resumed stream that kept its epoch and seed from one that did not. It works
+the same under a ``torchdata`` ``StatefulDataLoader``, whose own state it records too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from ftaudit.eventlog.events import DataOrder, LoaderState, LoaderWhen
+
+
+class ReplicaSampler(Protocol):
+    """What a ``torch.utils.data.DistributedSampler`` offers (the protocol this needs)."""
+
+    num_replicas: int
+    rank: int
+    epoch: int
+    seed: int
+    shuffle: bool
+    total_size: int
+
+    def __iter__(self) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+
+class SamplerStream:
+    """The stream positions of one rank's ``DistributedSampler`` batches of ``batch_size``."""
+
+    def __init__(self, sampler: ReplicaSampler, *, batch_size: int) -> None:
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        self.sampler = sampler
+        self.batch_size = batch_size
+
+    @property
+    def replicas(self) -> int:
+        return int(self.sampler.num_replicas)
+
+    @property
+    def epoch_length(self) -> int:
+        """Positions per epoch: the padded (or cut) dataset, over all replicas."""
+        return int(self.sampler.total_size)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """Full local batches per epoch (a last, partial batch is never trained)."""
+        return len(self.sampler) // self.batch_size
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.replicas
+
+    def step_positions(self, epoch: int, batch: int) -> np.ndarray:
+        """The sample indices of local batch ``batch`` of ``epoch`` on every rank."""
+        first = epoch * self.epoch_length + batch * self.global_batch
+        return np.arange(first, first + self.global_batch, dtype=np.int64)
+
+    def batch_positions(self, epoch: int, batch: int, rank: int | None = None) -> np.ndarray:
+        """The sample indices of one rank's local batch ``batch`` (this rank's by default)."""
+        r = self.sampler.rank if rank is None else rank
+        local = batch * self.batch_size + np.arange(self.batch_size, dtype=np.int64)
+        return epoch * self.epoch_length + local * self.replicas + r
+
+    def locate(self, step: int) -> tuple[int, int]:
+        """(epoch, local batch) of a run's ``step``, counting full batches from step 0."""
+        return divmod(step, self.batches_per_epoch)
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """Item of every position of ``epoch``, from the sampler's own iteration per rank."""
+        order = np.empty(self.epoch_length, dtype=np.int64)
+        for r in range(self.replicas):
+            twin = copy.copy(self.sampler)
+            twin.rank = r
+            twin.epoch = epoch
+            order[r :: self.replicas] = np.fromiter(iter(twin), dtype=np.int64)
+        return order
+
+    def data_order(self, epoch: int) -> DataOrder:
+        """The ``data_order`` event of ``epoch`` (log it once per epoch, from any rank)."""
+        dataset = getattr(self.sampler, "dataset", None)
+        return DataOrder(
+            epoch=epoch,
+            start=epoch * self.epoch_length,
+            items=self.epoch_order(epoch).tolist(),
+            dataset_size=len(dataset) if dataset is not None else self.epoch_length,
+            seed=int(self.sampler.seed),
+            shuffle=bool(self.sampler.shuffle),
+            sampler=type(self.sampler).__name__,
+        )
+
+    def loader_state(
+        self,
+        *,
+        iteration: int,
+        when: LoaderWhen | str,
+        next_step: int,
+        loader_state: Mapping[str, Any] | None = None,
+    ) -> LoaderState:
+        """The ``loader_state`` event: the sampler's epoch and seed as they are NOW.
+
+        Log it with ``when="saved"`` right after checkpoint ``iteration`` was written
+        (``next_step`` = iteration + 1) and with ``when="resumed"`` after a resumed job
+        restored its loader from it, before the first batch: FT008 compares the two.
+        ``loader_state`` is e.g. a ``StatefulDataLoader.state_dict()``, kept as JSON.
+        """
+        epoch, batch = self.locate(next_step)
+        return LoaderState(
+            iteration=iteration,
+            when=LoaderWhen(when),
+            position=int(self.step_positions(epoch, batch)[0]),
+            epoch=int(self.sampler.epoch),
+            seed=int(self.sampler.seed),
+            state_json=json.dumps(dict(loader_state or {}), sort_keys=True, default=str),
+        )
