@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # torch is pinned in pyproject.toml: pip takes the CPU build from this machine's disk.
-EXTRAS ?= torch,ray,megatron,hf,lightning,dev
+EXTRAS ?= torch,ray,megatron,hf,lightning,torchdata,dev
 
 .PHONY: setup browser demo test test-fast test-slow lint bench
 
