@@ -20,7 +20,8 @@ def keep_size(buffer_size: int) -> int:
 
 
 def max_ids_per_step(buffer_size: int) -> int:
-    """``B - keep``: the most ids one step may allocate for the ring to stay exact."""
+    """``B - keep``: the most ids one attempt may allocate for the ring to stay exact (a
+    retry whose ranks cleared the discarded attempt's stale slots has the budget again)."""
     return buffer_size - keep_size(buffer_size)
 
 

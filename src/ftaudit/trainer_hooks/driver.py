@@ -202,13 +202,17 @@ class DriverSession:
         """Witness ids for one attempt of a step, one per sample, logged before training.
 
         Refuses more than ``B - keep`` samples: beyond that the ring cannot stay exact.
+        Each attempt has this budget, however often a step is retried, provided every rank
+        that discarded an attempt called ``TrainerHooks.after_discard`` before the retry;
+        otherwise all attempts of a step share it (FT003 ``over_budget``).
         """
         n = len(sample_indices)
         limit = max_ids_per_step(self.buffer_size)
         if n > limit:
             raise ValueError(
-                f"step {step} allocates {n} witness ids but a buffer of {self.buffer_size} "
-                f"allows at most {limit} per step: increase the buffer size (B) to at least "
+                f"step {step} attempt {attempt} allocates {n} witness ids but a buffer of "
+                f"{self.buffer_size} allows at most {limit} per attempt: increase the buffer "
+                "size (B) to at least "
                 f"{min_buffer_size(n)}"
             )
         info = self.allocator.allocate(n)
