@@ -64,7 +64,7 @@ def test_a_run_with_a_retry(tmp_path: Path) -> None:
 
 def test_allocation_over_b_minus_keep_is_refused(tmp_path: Path) -> None:
     driver = DriverSession.start(tmp_path, buffer_size=10)
-    with pytest.raises(ValueError, match=r"at most 3 per step.*at least 11"):
+    with pytest.raises(ValueError, match=r"at most 3 per attempt.*at least 11"):
         driver.allocate(0, 0, range(4))
     assert driver.allocator.counter == 0
     driver.finish()
