@@ -8,11 +8,13 @@ by ``seed + e``, padded to a multiple of ``W``), starting at position ``e * L``.
 ``e * L + j * W + r``, and one step of local batch ``b`` on every rank is the contiguous
 block of ``b * W`` positions after the previous step's.
 
-:class:`SamplerStream` computes that mapping with the sampler's own ``__iter__`` (never
-a re-implementation of its shuffle), declares it to the run (``data_order``), and
-records the loader's state at checkpoints and resumes (``loader_state``), so rule FT008
-can tell a resumed stream that kept its epoch and seed from one that did not. It works
-the same under a ``torchdata`` ``StatefulDataLoader``, whose own state it records too.
+:class:`SamplerStream` computes positions with
+:func:`ftaudit.trainer_hooks.sampler_positions`, the items at them with the sampler's
+own ``__iter__`` (never a re-implementation of its shuffle), declares them to the run
+(``data_order``), and records the loader's state at checkpoints and resumes
+(``loader_state``), so rule FT008 can tell a resumed stream that kept its epoch and seed
+from one that did not. It works the same under a ``torchdata`` ``StatefulDataLoader``,
+whose own state it records too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ftaudit.eventlog.events import DataOrder, LoaderState, LoaderWhen
+from ftaudit.trainer_hooks.stream import counter_positions, sampler_positions
 
 
 class ReplicaSampler(Protocol):
@@ -72,13 +75,18 @@ class SamplerStream:
     def step_positions(self, epoch: int, batch: int) -> np.ndarray:
         """The sample indices of local batch ``batch`` of ``epoch`` on every rank."""
         first = epoch * self.epoch_length + batch * self.global_batch
-        return np.arange(first, first + self.global_batch, dtype=np.int64)
+        return counter_positions(first, self.global_batch)
 
     def batch_positions(self, epoch: int, batch: int, rank: int | None = None) -> np.ndarray:
         """The sample indices of one rank's local batch ``batch`` (this rank's by default)."""
-        r = self.sampler.rank if rank is None else rank
         local = batch * self.batch_size + np.arange(self.batch_size, dtype=np.int64)
-        return epoch * self.epoch_length + local * self.replicas + r
+        return sampler_positions(
+            epoch=epoch,
+            rank=self.sampler.rank if rank is None else rank,
+            num_replicas=self.replicas,
+            local_offsets=local,
+            epoch_size=self.epoch_length,
+        )
 
     def locate(self, step: int) -> tuple[int, int]:
         """(epoch, local batch) of a run's ``step``, counting full batches from step 0."""
