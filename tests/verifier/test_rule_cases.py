@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from ftaudit.verifier import Violation, verify
-from tests.verifier import cases_false_alarms, cases_ft004, cases_ft008, cases_other
+from tests.verifier import (
+    cases_evidence,
+    cases_false_alarms,
+    cases_ft004,
+    cases_ft008,
+    cases_other,
+)
 from tests.verifier.builder import RunBuilder
 from tests.verifier.cases import Case, Expect
 
@@ -16,6 +22,7 @@ ALL_CASES: tuple[Case, ...] = (
     *cases_other.CASES,
     *cases_false_alarms.CASES,
     *cases_ft008.CASES,
+    *cases_evidence.CASES,
 )
 
 

@@ -30,6 +30,10 @@ STABLE = {
     "FT006": "checksums",
     "FT007": "engine-checksums",
     "FT008": "data-identity",
+    "FT009": "restore-evidence",
+    "FT010": "checkpoint-state",
+    "FT011": "application-count",
+    "FT012": "parameter-manifest",
 }
 
 

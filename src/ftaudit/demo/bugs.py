@@ -114,6 +114,54 @@ BUGS: tuple[Bug, ...] = (
         "FT008",
         "times in epoch 0 by cells",
     ),
+    Bug(
+        "restore_skipped_on_peer",
+        "at a resume only the cell that wrote the checkpoint file loads it; the other cells "
+        "keep the state their process started with",
+        "FT009",
+        "no restore evidence",
+    ),
+    Bug(
+        "allocation_not_durable",
+        "the driver hands the witness ids to the cells first and logs the allocation with "
+        "the attempt's end (one write per attempt); the job kill in between loses it",
+        "FT009",
+        "no allocation in the log",
+    ),
+    Bug(
+        "checkpoint_one_step_late",
+        "an asynchronous checkpoint of step c is written after step c + 1, with that "
+        "step's state, under iteration c",
+        "FT010",
+        "is not the state after step",
+    ),
+    Bug(
+        "zero_grad_skipped",
+        "cells clear their gradients only every other step, so the previous step's "
+        "gradient is applied a second time",
+        "FT011",
+        "never cleared",
+    ),
+    Bug(
+        "optimizer_stepped_twice",
+        "cells call optimizer.step() twice per committed step",
+        "FT011",
+        "applied twice",
+    ),
+    Bug(
+        "heal_without_scheduler",
+        "a healed cell receives its peer's weights and optimizer but not its learning-rate "
+        "scheduler, so its warmup starts over",
+        "FT006",
+        "stateful/lr_scheduler",
+    ),
+    Bug(
+        "head_frozen_after_resume",
+        "a resumed cell freezes the output head (a fine-tuning flag applied on resume): "
+        "every sample still reaches the witness, but the head no longer learns",
+        "FT012",
+        "head.weight frozen",
+    ),
 )
 
 BUGS_BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}

@@ -79,6 +79,7 @@ class CellWorker:
         self.model = TinyLM(self.cfg.model, self.cfg.data.seq_len)
         install_witnesses(self.model, self.cfg.buffer_size, layers="layers")
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr)
+        self.scheduler = warmup(self.optimizer)
         # the cell's own torch.distributed world: one rank, so the in-cell DP all-reduce
         # is the identity, but the code path is the one a multi-rank cell runs
         if not dist.is_initialized():
@@ -106,6 +107,7 @@ class CellWorker:
             optimizer=self.optimizer,
             faults=self.schedule.process_faults(),
             options=WriterOptions(flush_interval_s=1.0),
+            stateful={"lr_scheduler": self.scheduler},
         )
         return os.getpid()
 
@@ -163,7 +165,8 @@ class CellWorker:
             tokens = torch.from_numpy(batch.tokens)
             hooks.log_fingerprints(batch.sample_indices, tokens)  # what the model receives
             inputs, targets = tokens[:, :-1], tokens[:, 1:]
-            self.optimizer.zero_grad(set_to_none=False)
+            if not (bugs.active(bug, "zero_grad_skipped") and step % 2 == 1):
+                self.optimizer.zero_grad(set_to_none=False)
             with hooks.batch(sample_token_ids(batch.witness_ids, inputs.shape[1])):
                 logits = self.model(inputs)
                 loss = policy_loss(
@@ -184,7 +187,11 @@ class CellWorker:
             hooks.maybe_fault("before_allreduce")
             committed = self._exchange_and_vote(finite=bool(torch.isfinite(loss.detach())))
             if committed:
+                hooks.before_optimizer_step()  # the exchanged gradient: this attempt's ids only
                 self.optimizer.step()
+                if bugs.active(bug, "optimizer_stepped_twice"):
+                    self.optimizer.step()  # a second, misplaced accumulation-boundary step
+                self.scheduler.step()
                 self._after_commit(stale_ids)
             else:  # the retry's ids start from cleared rows, however often it is retried
                 hooks.after_discard(stale_ids, flush=False)
@@ -294,6 +301,8 @@ class CellWorker:
                 resume_stale_ids=resume_stale_ids,
             )
             self.hooks.flush()
+        if bugs.active(self.cfg.bug, "head_frozen_after_resume"):
+            self.model.head.requires_grad_(False)  # a fine-tuning flag applied on resume
         return meta
 
     def export_state(self, step: int, attempt: int) -> dict[str, Any]:
@@ -304,11 +313,14 @@ class CellWorker:
         with self.hooks.step(step, attempt):
             self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
             self.hooks.flush()
-        return {
+        state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "data_rank": self.quorum_rank,
         }
+        if not bugs.active(self.cfg.bug, "heal_without_scheduler"):
+            state["lr_scheduler"] = self.scheduler.state_dict()
+        return state
 
     def heal(self, state: dict[str, Any], source_cell: int, step: int, attempt: int) -> None:
         """Take a live peer's state; log it as received (``after_heal``)."""
@@ -319,12 +331,21 @@ class CellWorker:
             # the defect: the data cursor is "restored" with the rest of the peer's state,
             # so this cell reads the peer's shard while its ids stay its own
             self.data_rank = state["data_rank"]
+        if "lr_scheduler" in state:
+            self.scheduler.load_state_dict(state["lr_scheduler"])
         with self.hooks.step(step, attempt):
             self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
             self.hooks.flush()
 
     def close(self) -> None:
         self.hooks.close()
+
+
+def warmup(
+    optimizer: torch.optim.Optimizer, steps: int = 4
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """A linear learning-rate warmup over ``steps`` committed steps, then constant."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / steps))
 
 
 Cell = ray.remote(num_cpus=0, max_concurrency=2, max_restarts=0)(CellWorker)

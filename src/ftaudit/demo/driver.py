@@ -33,9 +33,11 @@ from ftaudit.eventlog.events import (
     LoaderState,
     LoaderWhen,
     Outcome,
+    WitnessAllocated,
 )
 from ftaudit.eventlog.resume import ResumeIndex
-from ftaudit.trainer_hooks import DriverSession, FaultInjector, WitnessIdAllocator
+from ftaudit.trainer_hooks import DriverSession, FaultInjector, WitnessIdAllocator, WitnessInfo
+from ftaudit.trainer_hooks.allocator import witness_allocated_event
 from ftaudit.trainer_hooks.driver import errored, ranks
 
 POLL_S = 0.1
@@ -90,6 +92,7 @@ class Driver:
         self._declared: set[int] = set()
         """The epochs whose order this incarnation declared to the run."""
         self.session.declare_manifest(build_manifest(self.dataset, description="ftaudit demo"))
+        self.pending_allocation: WitnessAllocated | None = None
         self.tag = f"[incarnation {self.incarnation}]"
 
     # -- membership --------------------------------------------------------------------
@@ -163,7 +166,10 @@ class Driver:
     def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
         samples = self.dataset.step_samples(step, self.data_offset)
         items = self._items(step)
-        info = self.session.allocate(step, attempt, samples)
+        if bugs.active(self.cfg.bug, "allocation_not_durable"):
+            info = self._allocate_logged_later(step, attempt, samples)
+        else:
+            info = self.session.allocate(step, attempt, samples)
         refs = {
             c: m.train_step.remote(
                 step, attempt, samples.tolist(), items.tolist(), info.witness_ids, info.stale_ids
@@ -175,6 +181,23 @@ class Driver:
             c: errored() if r is None else ranks(Outcome(r["outcome"]))
             for c, r in sorted(results.items())
         }
+
+    def _allocate_logged_later(self, step: int, attempt: int, samples: Any) -> WitnessInfo:
+        """The defect of ``allocation_not_durable``: ids go out now, the log entry later.
+
+        The allocation event is queued and logged with the attempt's end, one write per
+        attempt; a crash in between loses it while the cells' evidence of it is durable.
+        """
+        info = self.session.allocator.allocate(len(samples))
+        self.pending_allocation = witness_allocated_event(
+            info,
+            samples,
+            counter_after=self.session.allocator.counter,
+            buffer_size=self.cfg.buffer_size,
+            step=step,
+            attempt=attempt,
+        )
+        return info
 
     def _collect(self, step: int, refs: dict[int, Any]) -> dict[int, dict[str, Any] | None]:
         """Wait for every cell; kill a cell whose training thread stopped making progress."""
@@ -223,12 +246,15 @@ class Driver:
         if bugs.active(self.cfg.bug, "restore_older_checkpoint"):
             iteration = max(ref.iteration - self.cfg.checkpoint_every, 0)
         path = checkpoint_dir(self.cfg.run_dir, iteration) / "state.pt"
+        loaders = self.cells
+        if bugs.active(self.cfg.bug, "restore_skipped_on_peer"):
+            loaders = {c: m for c, m in self.cells.items() if c == min(self.cells)}
         metas = ray.get(
             [
                 m.load.remote(
                     str(path), ref.iteration, ref.incarnation, self.session.resume_stale_ids
                 )
-                for m in self.cells.values()
+                for m in loaders.values()
             ]
         )
         n = self.cfg.data.samples_per_step
@@ -308,6 +334,7 @@ class Driver:
             f"(objective {self.cfg.objective}, B={self.cfg.buffer_size})"
         )
         self._start_cells()
+        late_checkpoint: tuple[int, int] | None = None
         for step in range(first, self.cfg.steps):
             if step > first:
                 self._heal_missing(step)
@@ -316,6 +343,9 @@ class Driver:
                 started = time.perf_counter()
                 outcomes = self._run_attempt(step, attempt)
                 self.faults.maybe_fire(step, attempt, "mid_step")
+                if self.pending_allocation is not None:
+                    self.session.writer.log(self.pending_allocation)
+                    self.pending_allocation = None
                 accepted = self.session.end_attempt(step, attempt, outcomes)
                 say(
                     f"{self.tag} step {step} attempt {attempt}: "
@@ -330,8 +360,14 @@ class Driver:
                 if not self.cells:
                     raise RuntimeError(f"step {step}: every cell died; restart from a checkpoint")
                 attempt += 1
+            if late_checkpoint is not None:
+                self._checkpoint(*late_checkpoint)  # holds this step's state: one step late
+                late_checkpoint = None
             if (step + 1) % self.cfg.checkpoint_every == 0:
-                self._checkpoint(step, attempt)
+                if bugs.active(self.cfg.bug, "checkpoint_one_step_late"):
+                    late_checkpoint = (step, attempt)
+                else:
+                    self._checkpoint(step, attempt)
         for m in self.cells.values():
             ray.get(m.close.remote())
         self.session.finish()

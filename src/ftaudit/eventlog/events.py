@@ -327,6 +327,83 @@ class LoaderState(Event):
     state_json: str = "{}"
 
 
+class StateAdopted(Event):
+    """A trainer rank kept its live state at a resume or heal instead of loading one.
+
+    The explicit alternative to restore evidence (an ``after_load`` or ``after_heal``
+    checksum): without either, a resumed rank may be training on weights it never
+    reloaded. ``reason`` says why keeping the live state is correct.
+    """
+
+    type: Literal["state_adopted"] = "state_adopted"
+    cell: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    reason: str = Field(min_length=1)
+    checkpoint: CheckpointRef | None = None
+    """At a resume: the checkpoint the incarnation names, which this rank did not load."""
+    heal_source: int | None = None
+    """At a heal: the cell it would have copied from."""
+
+
+class WitnessGradient(Event):
+    """The nonzero rows of one witness's gradient after the all-reduce, before the step.
+
+    It must hold exactly the attempt's own witness ids: a row of another attempt means a
+    gradient that was never cleared (``zero_grad`` skipped) is applied again.
+    """
+
+    type: Literal["witness_gradient"] = "witness_gradient"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    instance: str
+    nonzero_ids: IntRuns
+
+
+class StepApplied(Event):
+    """A trainer rank applied the attempt's optimizer step; its step counters after it.
+
+    ``counters`` maps a counter (``optimizer``: the optimizer's own step count; a
+    registered scheduler's ``last_epoch``) to its value after the step. Each must grow
+    by exactly one per committed step.
+    """
+
+    type: Literal["step_applied"] = "step_applied"
+    needs_step: ClassVar[bool] = True
+    cell: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    counters: dict[str, int] = {}
+
+
+class ParameterManifest(Event):
+    """The trainable parameters of one trainer rank: name, shape, dtype, flag, group.
+
+    Logged when a rank starts training and whenever the manifest changes. ``digest``
+    identifies the whole manifest; ``declared_change`` is non-empty when the change
+    from the previous manifest is intended (e.g. unfreezing a layer on schedule).
+    """
+
+    type: Literal["parameter_manifest"] = "parameter_manifest"
+    cell: int = Field(ge=0)
+    rank: int = Field(ge=0)
+    digest: str
+    names: list[str]
+    shapes: list[list[int]]
+    dtypes: list[str]
+    requires_grad: list[bool]
+    groups: list[int]
+    """The optimizer param group of each parameter; -1 when no group holds it."""
+    declared_change: str = ""
+
+    @model_validator(mode="after")
+    def _aligned(self) -> ParameterManifest:
+        n = len(self.names)
+        lengths = (len(self.shapes), len(self.dtypes), len(self.requires_grad), len(self.groups))
+        if any(k != n for k in lengths):
+            raise ValueError("names, shapes, dtypes, requires_grad and groups must align")
+        return self
+
+
 BUILTIN_EVENTS: tuple[type[Event], ...] = (
     RunStarted,
     RunFinished,
@@ -346,6 +423,10 @@ BUILTIN_EVENTS: tuple[type[Event], ...] = (
     DataOrder,
     DataManifest,
     LoaderState,
+    StateAdopted,
+    WitnessGradient,
+    StepApplied,
+    ParameterManifest,
 )
 
 AnyEvent = Annotated[
@@ -366,7 +447,11 @@ AnyEvent = Annotated[
     | SampleFingerprints
     | DataOrder
     | DataManifest
-    | LoaderState,
+    | LoaderState
+    | StateAdopted
+    | WitnessGradient
+    | StepApplied
+    | ParameterManifest,
     Field(discriminator="type"),
 ]
 """The built-in events as one discriminated union; user types go through the registry."""

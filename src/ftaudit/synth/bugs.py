@@ -56,6 +56,46 @@ BUGS: tuple[SynthBug, ...] = (
         "FT001",
         "one sealed segment of cell 0 rank 0 is lost (a hole in its sequence numbers)",
     ),
+    SynthBug(
+        "no-restore-evidence",
+        "FT009",
+        "a resumed incarnation's cell 0 trains without logging what it loaded",
+        needs_restart=True,
+    ),
+    SynthBug(
+        "allocation-lost",
+        "FT009",
+        "the driver hands one step's ids to the trainers without ever making the "
+        "allocation durable",
+    ),
+    SynthBug(
+        "checkpoint-late",
+        "FT010",
+        "every checkpoint from the bug step on holds the state of the step after its "
+        "iteration (an asynchronous save staged one step late)",
+    ),
+    SynthBug(
+        "gradient-not-cleared",
+        "FT011",
+        "cell 0's gradient still holds the previous step's ids (zero_grad skipped)",
+    ),
+    SynthBug(
+        "stepped-twice",
+        "FT011",
+        "cell 0 applies its optimizer step twice in one committed step",
+    ),
+    SynthBug(
+        "scheduler-not-restored",
+        "FT006",
+        "a resumed incarnation loads weights and optimizer but not the LR scheduler",
+        needs_restart=True,
+    ),
+    SynthBug(
+        "head-frozen",
+        "FT012",
+        "a resumed incarnation's cell 0 trains with its output head frozen",
+        needs_restart=True,
+    ),
 )
 
 

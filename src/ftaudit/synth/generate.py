@@ -31,12 +31,15 @@ from ftaudit.eventlog import (
     EventWriter,
     IntRuns,
     Outcome,
+    ParameterManifest,
     RunLog,
     RunStatus,
+    StepApplied,
     StepEnd,
     Trainer,
     TrainerWeightChecksum,
     WitnessAllocated,
+    WitnessGradient,
     WitnessSnapshot,
     WriterOptions,
 )
@@ -51,7 +54,11 @@ TENSORS = (
     "layers.0.bias",
     "optim.exp_avg.layers.0.weight",
     "optim.exp_avg_sq.layers.0.weight",
+    "group/0/lr",
+    "stateful/lr_scheduler",
 )
+PARAMETERS = (("layers.0.weight", [64, 64]), ("layers.0.bias", [64]), ("head.weight", [32, 64]))
+"""The trainable-parameter manifest of every rank (the ``head-frozen`` bug freezes the head)."""
 INSTANCES = ("chunk0.head", "chunk0.tail")
 
 
@@ -191,6 +198,8 @@ class _Incarnation:
     trainers: dict[tuple[int, int], EventWriter]
     weights: dict[int, SlotSet]
     next_sample: int
+    last_ids: IntRuns = field(default_factory=IntRuns)
+    """The witness ids of the last committed allocation."""
 
 
 @dataclass
@@ -239,11 +248,13 @@ class _Generator:
             weights={c: SlotSet() for c in range(cfg.cells)},
             next_sample=0,
         )
+        first = resume.iteration + 1 if resume is not None else 0
+        bug = self.bug.name if self.bug and first == self.plan.bug_step else None
+        for (c, r), writer in trainers.items():
+            self._log(writer, _manifest(first, c, r, frozen=bug == "head-frozen" and c == 0))
         if resume is None:
             return inc
         rows, counter, next_sample = self.saved[(resume.iteration, resume.incarnation)]
-        first = resume.iteration + 1
-        bug = self.bug.name if self.bug and first == self.plan.bug_step else None
         # the hooks resume from the highest counter ever logged, not the checkpoint's
         inc.ring.resume(counter if bug == "reissued-ids" else self.max_counter)
         inc.weights = dict(rows)
@@ -251,17 +262,22 @@ class _Generator:
             inc.weights[0] = abandoned.weights[0]
         inc.next_sample = next_sample
         for (c, r), writer in trainers.items():
+            if bug == "no-restore-evidence" and c == 0:
+                continue  # cell 0 kept what its process held and said nothing
+            hashes = (
+                self._hashes(-1 - (abandoned.ring.counter if abandoned else 0), r)
+                if bug == "not-rolled-back" and c == 0
+                else self._hashes(resume.iteration, r)
+            )
+            if bug == "scheduler-not-restored":
+                hashes = {**hashes, "stateful/lr_scheduler": _digest("a fresh scheduler")}
             self._log(
                 writer,
                 TrainerWeightChecksum(
                     when=ChecksumWhen.AFTER_LOAD,
                     cell=c,
                     rank=r,
-                    hashes=(
-                        self._hashes(-1 - (abandoned.ring.counter if abandoned else 0), r)
-                        if bug == "not-rolled-back" and c == 0
-                        else self._hashes(resume.iteration, r)
-                    ),
+                    hashes=hashes,
                     checkpoint=resume,
                 ),
             )
@@ -280,6 +296,8 @@ class _Generator:
     def checkpoint(self, inc: _Incarnation, step: int) -> None:
         ref = CheckpointRef(iteration=step, incarnation=inc.log.incarnation)
         self.saved[(step, ref.incarnation)] = (dict(inc.weights), inc.ring.counter, inc.next_sample)
+        late = self.bug is not None and self.bug.name == "checkpoint-late"
+        late = late and self.plan.bug_step is not None and step >= self.plan.bug_step
         for (c, r), writer in inc.trainers.items():
             self._log(
                 writer,
@@ -289,7 +307,8 @@ class _Generator:
                     when=ChecksumWhen.AT_SAVE,
                     cell=c,
                     rank=r,
-                    hashes=self._hashes(step, r),
+                    # the late save holds the next step's state under this iteration
+                    hashes=self._hashes(step + 1 if late else step, r),
                     checkpoint=ref,
                 ),
             )
@@ -324,7 +343,11 @@ class _Generator:
             if bug == "leaked-attempt" and at_bug:
                 inc.weights[0] = inc.weights[0] | SlotSet.from_runs(discarded.witness_ids)
             attempt += 1
-        alloc = self._allocate(inc, step, attempt, S, samples)
+        previous = inc.last_ids
+        alloc = self._allocate(
+            inc, step, attempt, S, samples, logged=not (bug == "allocation-lost" and at_bug)
+        )
+        inc.last_ids = alloc.witness_ids
         inc.next_sample = first_sample + S
         trained = SlotSet.from_runs(alloc.witness_ids)
         stale = SlotSet.from_runs(alloc.stale_ids)
@@ -352,12 +375,38 @@ class _Generator:
                 )
                 for instance in cfg.instances
             ]
+            gradient = alloc.witness_ids
+            if bug == "gradient-not-cleared" and at_bug and c == 0:
+                gradient = (SlotSet.from_runs(gradient) | SlotSet.from_runs(previous)).to_runs()
+            applied = step + (2 if bug == "stepped-twice" and c == 0 and at_bug else 1)
             for r in range(cfg.ranks):
                 writer = inc.trainers[(c, r)]
                 for event in events:
                     seq = self._log(writer, event)
                     if writer is gap_writer and gap_first is None:
                         gap_first = seq
+                for instance in cfg.instances:
+                    self._log(
+                        writer,
+                        WitnessGradient(
+                            step=step,
+                            attempt=attempt,
+                            cell=c,
+                            rank=r,
+                            instance=instance,
+                            nonzero_ids=gradient,
+                        ),
+                    )
+                self._log(
+                    writer,
+                    StepApplied(
+                        step=step,
+                        attempt=attempt,
+                        cell=c,
+                        rank=r,
+                        counters={"optimizer": applied, "lr_scheduler": applied},
+                    ),
+                )
                 h = hashes[r]
                 if bug == "checksum-mismatch" and at_bug and c == cfg.cells - 1 and r == 0:
                     h = {**h, TENSORS[0]: _digest(f"diverged:{step}")}
@@ -384,9 +433,18 @@ class _Generator:
 
     # -- helpers ------------------------------------------------------------------------
     def _allocate(
-        self, inc: _Incarnation, step: int, attempt: int, n: int, samples: IntRuns | tuple[()]
+        self,
+        inc: _Incarnation,
+        step: int,
+        attempt: int,
+        n: int,
+        samples: IntRuns | tuple[()],
+        *,
+        logged: bool = True,
     ) -> Allocation:
         alloc = inc.ring.allocate(n)
+        if not logged:
+            return alloc  # handed out, never durable: the allocation-lost bug
         self.max_counter = max(self.max_counter, alloc.counter_after)
         self._log(
             inc.driver,
@@ -409,6 +467,24 @@ class _Generator:
     def _log(self, writer: EventWriter, event: object) -> int:
         self.events += 1
         return writer.log(event)  # type: ignore[arg-type]
+
+
+def _manifest(step: int, cell: int, rank: int, *, frozen: bool) -> ParameterManifest:
+    """What a rank trains: every parameter of :data:`PARAMETERS`, the head frozen or not."""
+    names = [n for n, _ in PARAMETERS]
+    trained = [not (frozen and n.startswith("head.")) for n in names]
+    return ParameterManifest(
+        step=step,
+        attempt=0,
+        cell=cell,
+        rank=rank,
+        digest=_digest(repr((names, trained))),
+        names=names,
+        shapes=[shape for _, shape in PARAMETERS],
+        dtypes=["float32"] * len(names),
+        requires_grad=trained,
+        groups=[0 if t else -1 for t in trained],
+    )
 
 
 def _digest(text: str) -> str:

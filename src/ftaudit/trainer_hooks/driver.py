@@ -201,7 +201,10 @@ class DriverSession:
     ) -> WitnessInfo:
         """Witness ids for one attempt of a step, one per sample, logged before training.
 
-        Refuses more than ``B - keep`` samples: beyond that the ring cannot stay exact.
+        The allocation is flushed (durable) before this returns, so before its ids can
+        reach any trainer: a crash can then never leave trainer evidence of ids the log
+        does not know, which a resumed allocator would re-issue (FT009). Refuses more
+        than ``B - keep`` samples: beyond that the ring cannot stay exact.
         Each attempt has this budget, however often a step is retried, provided every rank
         that discarded an attempt called ``TrainerHooks.after_discard`` before the retry;
         otherwise all attempts of a step share it (FT003 ``over_budget``).
@@ -226,6 +229,7 @@ class DriverSession:
                 attempt=attempt,
             )
         )
+        self.writer.flush()
         return info
 
     def end_attempt(self, step: int, attempt: int, cells: Mapping[int, CellOutcome]) -> bool:

@@ -54,6 +54,14 @@ class Spans:
         return cls.of(starts, starts + np.asarray(runs.lengths, dtype=_I64))
 
     @classmethod
+    def from_column(cls, value: dict[str, list[int]] | None) -> Spans:
+        """An ``IntRuns`` column as DuckDB returns it (``{"starts": ..., "lengths": ...}``)."""
+        if not value or not value["starts"]:
+            return cls.empty()
+        starts = np.asarray(value["starts"], dtype=_I64)
+        return cls.of(starts, starts + np.asarray(value["lengths"], dtype=_I64))
+
+    @classmethod
     def from_ids(cls, ids: Iterable[int] | np.ndarray) -> Spans:
         arr = np.unique(np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, _I64))
         return cls.of(arr, arr + 1)

@@ -2,8 +2,10 @@
 
 It attaches to the incarnation the driver started, writes as ``Trainer(cell, rank)``,
 and owns the evidence of that rank: witness snapshots and clearing after each committed
-optimizer step, per-sample advantage summaries, metrics, weight checksums, and
-checkpoints that carry the witness rows and the optimizer state.
+optimizer step, the witness gradient and step counters that count applications, the
+trainable-parameter manifest, per-sample advantage summaries, metrics, checksums of the
+whole state (weights, optimizer, param-group scalars, registered stateful objects),
+restore evidence, and checkpoints that carry all of it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ from ftaudit.eventlog.events import (
     DataOrder,
     LoaderState,
     Metric,
+    ParameterManifest,
     SampleAdvantageSummary,
     SampleFingerprints,
+    StateAdopted,
+    StepApplied,
     WitnessCleared,
+    WitnessGradient,
     WitnessSnapshot,
 )
 from ftaudit.eventlog.identity import Trainer
@@ -38,6 +44,9 @@ from ftaudit.eventlog.writer import EventWriter, WriterOptions
 from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule
 from ftaudit.trainer_hooks.torch.checksums import state_hashes, unwrap
 from ftaudit.trainer_hooks.torch.clearing import MasterParams, WitnessClearer, as_runs
+from ftaudit.trainer_hooks.torch.counters import gradient_rows, step_counters
+from ftaudit.trainer_hooks.torch.manifest import parameter_manifest
+from ftaudit.trainer_hooks.torch.state_scalars import Stateful, group_hashes, stateful_hashes
 from ftaudit.trainer_hooks.torch.witness import WitnessSet, find_witnesses
 
 
@@ -61,11 +70,18 @@ class TrainerHooks:
 
     Typical step::
 
-        with hooks.step(step, attempt), hooks.batch(token_ids):
-            loss = model(x).loss
-            loss.backward()
-        optimizer.step()
-        hooks.after_optimizer_step(info.stale_ids)
+        with hooks.step(step, attempt):
+            with hooks.batch(token_ids):
+                loss = model(x).loss
+                loss.backward()
+            hooks.before_optimizer_step()       # after the all-reduce: the witness gradient
+            optimizer.step()
+            scheduler.step()
+            hooks.after_optimizer_step(info.stale_ids)
+
+    ``stateful`` registers objects whose ``state_dict()`` is part of the training state
+    (LR scheduler, grad scaler, sampler, data loader): they are hashed with the weights,
+    saved and loaded with the checkpoint, and a scheduler's ``last_epoch`` is counted.
     """
 
     def __init__(
@@ -83,6 +99,7 @@ class TrainerHooks:
         clearer: Clearer | None = None,
         hasher: Callable[[], dict[str, str]] | None = None,
         replica_local: Sequence[str] = (),
+        stateful: Mapping[str, Stateful] | None = None,
     ) -> None:
         """``clearer`` and ``hasher`` replace the plain-PyTorch witness clearing and state
         hashes for frameworks whose optimizers keep their own copies (Megatron-core).
@@ -110,6 +127,10 @@ class TrainerHooks:
             self.clearer = WitnessClearer(self.witnesses, optimizer, self.master_params)
         self.hasher = hasher
         self.replica_local = tuple(replica_local)
+        self.stateful: dict[str, Stateful] = dict(stateful or {})
+        self._manifest: str | None = None
+        """The digest of the last logged parameter manifest."""
+        self._declared_change = ""
         self.faults = FaultInjector(
             faults or FaultSchedule(), self.writer, target="trainer", cell=cell, rank=rank
         )
@@ -132,6 +153,7 @@ class TrainerHooks:
         clearer: Clearer | None = None,
         hasher: Callable[[], dict[str, str]] | None = None,
         replica_local: Sequence[str] = (),
+        stateful: Mapping[str, Stateful] | None = None,
     ) -> TrainerHooks:
         """Join incarnation ``incarnation`` of the run at ``run_dir`` from a worker process."""
         return cls(
@@ -147,6 +169,7 @@ class TrainerHooks:
             clearer=clearer,
             hasher=hasher,
             replica_local=replica_local,
+            stateful=stateful,
         )
 
     @property
@@ -174,6 +197,24 @@ class TrainerHooks:
         ctx = self._require_step("maybe_fault")
         self.faults.maybe_fire(ctx.step, ctx.attempt, at)  # type: ignore[arg-type]
 
+    def before_optimizer_step(self) -> dict[str, IntRuns]:
+        """Log each witness's gradient rows: call it after the all-reduce, before the step.
+
+        The gradient must hold exactly this attempt's ids (FT011): a row of an earlier
+        attempt is a gradient that was never cleared and is about to be applied again.
+        """
+        self._require_step("before_optimizer_step")
+        if not isinstance(self.witnesses, WitnessSet):
+            raise TypeError("the witness gradient needs the plain-PyTorch witnesses")
+        rows = gradient_rows(self.witnesses)
+        for instance, nonzero in rows.items():
+            self.writer.log(
+                WitnessGradient(
+                    cell=self.cell, rank=self.rank, instance=instance, nonzero_ids=nonzero
+                )
+            )
+        return rows
+
     def after_optimizer_step(
         self,
         stale_ids: IntRuns | Sequence[int] | np.ndarray,
@@ -184,8 +225,11 @@ class TrainerHooks:
         """After a committed optimizer step: snapshot nonzero rows, log them, zero the stale.
 
         ``stale_ids`` are the stale ids of the attempt's allocation
-        (:attr:`ftaudit.trainer_hooks.WitnessInfo.stale_ids`). Flushes by default, so the
-        evidence is durable before this rank reports its outcome to the driver.
+        (:attr:`ftaudit.trainer_hooks.WitnessInfo.stale_ids`). Also logs the step counters
+        (the optimizer's step count, registered schedulers' ``last_epoch``) and, when it
+        changed, the trainable-parameter manifest: call it after everything the step
+        updates (optimizer, scheduler, scaler). Flushes by default, so the evidence is
+        durable before this rank reports its outcome to the driver.
         """
         self._require_step("after_optimizer_step")
         stale = as_runs(stale_ids)
@@ -197,6 +241,14 @@ class TrainerHooks:
                 )
             )
         self.clearer.zero(stale)
+        self.writer.log(
+            StepApplied(
+                cell=self.cell,
+                rank=self.rank,
+                counters=step_counters(self.optimizer, self.stateful),
+            )
+        )
+        self.log_manifest()
         if checksum:
             self.log_checksums(ChecksumWhen.AFTER_STEP)
         if flush:
@@ -256,6 +308,61 @@ class TrainerHooks:
         """Log the loader's epoch order, or its state at a save or after a resume."""
         self.writer.log(event)
 
+    def log_manifest(self) -> bool:
+        """Log the trainable-parameter manifest if it changed since the last one logged.
+
+        Returns whether it was logged. A change is a violation (FT012) unless declared
+        first with :meth:`declare_parameter_change`.
+        """
+        manifest = parameter_manifest(self.model, self.optimizer)
+        digest = manifest.digest
+        if digest == self._manifest:
+            return False
+        self.writer.log(
+            ParameterManifest(
+                cell=self.cell,
+                rank=self.rank,
+                digest=digest,
+                names=list(manifest.names),
+                shapes=[list(s) for s in manifest.shapes],
+                dtypes=list(manifest.dtypes),
+                requires_grad=list(manifest.requires_grad),
+                groups=list(manifest.groups),
+                declared_change=self._declared_change,
+            )
+        )
+        self._manifest, self._declared_change = digest, ""
+        return True
+
+    def declare_parameter_change(self, reason: str) -> None:
+        """The next manifest change is intended (a layer unfrozen on schedule): say why."""
+        if not reason:
+            raise ValueError("say why the trainable parameters change")
+        self._declared_change = reason
+
+    def adopt_live_state(
+        self,
+        reason: str,
+        *,
+        checkpoint: CheckpointRef | None = None,
+        source_cell: int | None = None,
+    ) -> None:
+        """Restore evidence for a rank that keeps its live state at a resume or heal.
+
+        Without a load (``after_load``), a heal (``after_heal``) or this, a rank of a
+        resumed incarnation or a healed cell is a violation (FT009): it may be training
+        on weights it never reloaded.
+        """
+        self.writer.log(
+            StateAdopted(
+                cell=self.cell,
+                rank=self.rank,
+                reason=reason,
+                checkpoint=checkpoint,
+                heal_source=source_cell,
+            )
+        )
+
     def log_metrics(self, values: Mapping[str, float]) -> None:
         """Metrics of this rank for the current step (NaN and inf are kept)."""
         self.writer.log(Metric(values={k: float(v) for k, v in values.items()}))
@@ -304,10 +411,15 @@ class TrainerHooks:
     # -- checksums and checkpoints -------------------------------------------------------
 
     def hashes(self) -> dict[str, str]:
-        """Per-tensor hashes of parameters, buffers and optimizer state of this rank."""
+        """Hashes of this rank's whole state: parameters, buffers, optimizer state,
+        param-group scalars and the registered stateful objects."""
         if self.hasher is not None:
-            return self.hasher()
-        return state_hashes(self.model, self.optimizer, master_params=self.master_params)
+            return {**self.hasher(), **stateful_hashes(self.stateful)}
+        return {
+            **state_hashes(self.model, self.optimizer, master_params=self.master_params),
+            **group_hashes(self.optimizer),
+            **stateful_hashes(self.stateful),
+        }
 
     def log_checksums(
         self,
@@ -348,6 +460,7 @@ class TrainerHooks:
             "model": unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "master": [m.detach().clone() for m in self.master_params.values()],
+            "stateful": {name: obj.state_dict() for name, obj in self.stateful.items()},
             "extra": dict(extra or {}),
         }
         tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
@@ -372,6 +485,9 @@ class TrainerHooks:
     ) -> dict[str, Any]:
         """Load a checkpoint saved by :meth:`save_checkpoint`; log ``after_load`` checksums.
 
+        The registered stateful objects are restored too; the checksums are this rank's
+        restore evidence (FT009) and compare with what was saved (FT006).
+
         ``checkpoint`` names it in the log (the driver's ``resume_from``), and
         ``resume_stale_ids`` are the driver's :attr:`DriverSession.resume_stale_ids`,
         zeroed right after loading (the checksums are taken before, so they compare
@@ -383,6 +499,10 @@ class TrainerHooks:
         with torch.no_grad():
             for master, saved in zip(self.master_params.values(), state["master"], strict=True):
                 master.copy_(saved)
+        saved_state = state.get("stateful", {})
+        for name, obj in self.stateful.items():
+            if name in saved_state:
+                obj.load_state_dict(saved_state[name])
         self.log_checksums(ChecksumWhen.AFTER_LOAD, checkpoint=checkpoint)
         if resume_stale_ids is not None:
             self.clear_at_resume(resume_stale_ids)

@@ -14,6 +14,10 @@ from ftaudit.verifier.rules.ft005_sample_exactly_once import SampleExactlyOnce
 from ftaudit.verifier.rules.ft006_checksums import Checksums
 from ftaudit.verifier.rules.ft007_engine_checksums import EngineChecksums
 from ftaudit.verifier.rules.ft008_data_identity import DataIdentity
+from ftaudit.verifier.rules.ft009_restore_evidence import RestoreEvidence
+from ftaudit.verifier.rules.ft010_checkpoint_state import CheckpointState
+from ftaudit.verifier.rules.ft011_application_count import ApplicationCount
+from ftaudit.verifier.rules.ft012_parameter_manifest import ParameterManifest
 
 RULES: tuple[Rule, ...] = (
     LogIntegrity(),
@@ -24,6 +28,10 @@ RULES: tuple[Rule, ...] = (
     Checksums(),
     EngineChecksums(),
     DataIdentity(),
+    RestoreEvidence(),
+    CheckpointState(),
+    ApplicationCount(),
+    ParameterManifest(),
 )
 
 __all__ = ["RULES", "Outcome", "Rule"]

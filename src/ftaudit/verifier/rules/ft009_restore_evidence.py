@@ -1,0 +1,223 @@
+"""FT009 restore-evidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.rules.base import Outcome, Rule
+
+RESTORE_EVIDENCE = """
+    SELECT incarnation, coalesce(source_role, '') AS role, source_cell AS cell,
+           source_rank AS rank, step, "when" AS kind
+    FROM trainer_weight_checksum WHERE "when" IN ('after_load', 'after_heal')
+    UNION ALL
+    SELECT incarnation, coalesce(source_role, ''), source_cell, source_rank, step,
+           'adopted' FROM state_adopted"""
+"""Every piece of restore evidence: a load, a heal, or live state adopted on purpose."""
+
+UNRESTORED_RANKS = f"""
+    WITH evidence AS ({RESTORE_EVIDENCE}),
+    ranks AS (
+        SELECT e.incarnation, coalesce(e.source_role, '') AS role, e.source_cell AS cell,
+               e.source_rank AS rank, min(e.step) AS first_step, min(e.writer) AS writer,
+               min(e.segment) AS segment, i.resumed_iteration, i.resumed_incarnation
+        FROM events e JOIN incarnations i USING (incarnation)
+        WHERE e.source_kind = 'trainer' AND i.resumed_iteration IS NOT NULL
+        GROUP BY ALL)
+    SELECT r.* FROM ranks r
+    WHERE NOT EXISTS (SELECT 1 FROM evidence v
+                      WHERE v.incarnation = r.incarnation AND v.role = r.role
+                        AND v.cell = r.cell AND v.rank = r.rank)
+    ORDER BY r.incarnation, r.cell, r.rank"""
+"""Trainer ranks of a resumed incarnation without any restore evidence."""
+
+UNHEALED_RANKS = f"""
+    WITH evidence AS ({RESTORE_EVIDENCE}),
+    heals AS (
+        SELECT DISTINCT incarnation, step, heal_source, unnest(healed_cells) AS cell
+        FROM cell_reconfigured WHERE len(healed_cells) > 0),
+    ranks AS (
+        SELECT h.incarnation, h.step, h.heal_source, h.cell,
+               coalesce(e.source_role, '') AS role, e.source_rank AS rank,
+               min(e.segment) AS segment
+        FROM heals h JOIN events e
+          ON e.incarnation = h.incarnation AND e.source_kind = 'trainer'
+         AND e.source_cell = h.cell AND e.step >= h.step
+        GROUP BY ALL)
+    SELECT r.* FROM ranks r
+    WHERE NOT EXISTS (SELECT 1 FROM evidence v
+                      WHERE v.incarnation = r.incarnation AND v.role = r.role
+                        AND v.cell = r.cell AND v.rank = r.rank AND v.step = r.step)
+    ORDER BY r.incarnation, r.step, r.cell, r.rank"""
+"""Ranks of a healed cell that trained after the heal without restore evidence at it."""
+
+ATTEMPT_EVIDENCE = """
+    SELECT incarnation, step, attempt, writer, seq, segment, source_cell AS cell,
+           source_rank AS rank, type
+    FROM events
+    WHERE source_kind = 'trainer' AND step IS NOT NULL AND attempt IS NOT NULL
+      AND type IN ('witness_snapshot', 'witness_gradient', 'sample_advantage_summary',
+                   'step_applied')"""
+"""Trainer events that exist only because the trainer was given ids for an attempt."""
+
+UNALLOCATED_ATTEMPTS = f"""
+    WITH evidence AS ({ATTEMPT_EVIDENCE})
+    SELECT incarnation, step, attempt, min(cell) AS cell, min(rank) AS rank,
+           min(segment) AS segment, count(*) AS events
+    FROM evidence v
+    WHERE NOT EXISTS (SELECT 1 FROM witness_allocated a
+                      WHERE a.incarnation = v.incarnation AND a.step = v.step
+                        AND a.attempt = v.attempt)
+    GROUP BY ALL ORDER BY incarnation, step, attempt"""
+"""Attempts with trainer evidence but no durable allocation."""
+
+UNALLOCATED_IDS = """
+    WITH alloc AS (
+        SELECT incarnation, step, attempt, unnest(witness_ids.starts) AS lo,
+               unnest(witness_ids.lengths) AS n
+        FROM witness_allocated),
+    received AS (
+        SELECT incarnation, step, attempt, cell, source_rank AS rank, segment,
+               unnest(witness_ids) AS id
+        FROM sample_advantage_summary),
+    keyed AS (SELECT DISTINCT incarnation, step, attempt FROM witness_allocated)
+    SELECT r.incarnation, r.step, r.attempt, r.cell, r.rank, min(r.segment) AS segment,
+           list(DISTINCT r.id ORDER BY r.id) AS ids
+    FROM received r JOIN keyed k USING (incarnation, step, attempt)
+    WHERE NOT EXISTS (SELECT 1 FROM alloc a
+                      WHERE a.incarnation = r.incarnation AND a.step = r.step
+                        AND a.attempt = r.attempt AND r.id >= a.lo AND r.id < a.lo + a.n)
+    GROUP BY ALL ORDER BY r.incarnation, r.step, r.attempt, r.cell, r.rank"""
+"""Ids a trainer trained on (its per-sample receipt) that its attempt's allocation lacks."""
+
+CHECKED = """
+    SELECT (SELECT count(DISTINCT (incarnation, step, attempt)) FROM events
+            WHERE source_kind = 'trainer' AND step IS NOT NULL AND attempt IS NOT NULL)
+         + (SELECT count(*) FROM cell_reconfigured WHERE len(healed_cells) > 0)
+         + (SELECT count(*) FROM incarnations WHERE resumed_iteration IS NOT NULL) AS n"""
+
+
+class RestoreEvidence(Rule):
+    """Resumed and healed ranks show what they restored; trained ids were allocated durably.
+
+    Restore: each trainer rank of an incarnation that resumed from a checkpoint logs
+    an ``after_load`` checksum (what it loaded), an ``after_heal`` checksum, or a
+    ``state_adopted`` event saying why it kept its live state; each rank of a healed
+    cell that trains after the heal logs an ``after_heal`` checksum (or
+    ``state_adopted``) at the heal's step. A rank without any of them may be training
+    on weights it never reloaded, and its rows would read as the new incarnation's work.
+    Allocation: trainer evidence of an attempt (snapshots, witness gradients, sample
+    summaries, applied steps) needs the driver's allocation of that attempt in the log,
+    and every id a trainer reports training is among it. The driver makes an allocation
+    durable before the ids reach any trainer, so a missing one was lost in a crash, and
+    the resumed allocator would re-issue its ids.
+
+    Fails::
+
+        incarnation 1 resumed from checkpoint 3
+        trainer cell 0 rank 0: witness_snapshot step 4 ...   (no after_load, no state_adopted)
+        -> FT009: rank 0 of cell 0 in incarnation 1 shows no restore evidence
+
+        incarnation 0: trainer witness_snapshot step 7 attempt 0   (no witness_allocated)
+        -> FT009: step 7 attempt 0 of incarnation 0 has trainer evidence but no allocation
+
+    Passes::
+
+        incarnation 1: trainer cell 0 rank 0 trainer_weight_checksum after_load checkpoint 3
+        incarnation 1: driver witness_allocated step 4 attempt 0, then the snapshots
+    """
+
+    code = "FT009"
+    name = "restore-evidence"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        checked = ctx.rows(CHECKED, label="FT009 checked")[0]["n"]
+        out = (
+            self._unrestored(ctx)
+            + self._unhealed(ctx)
+            + self._unallocated(ctx)
+            + self._unallocated_ids(ctx)
+        )
+        return Outcome(checked, tuple(out))
+
+    def _unrestored(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(UNRESTORED_RANKS, label="FT009 resumed ranks")
+        return [
+            self.violation(
+                f"rank {r['rank']} of{_role(r)} cell {r['cell']} in incarnation "
+                f"{r['incarnation']} shows no restore evidence: the incarnation resumed "
+                f"from checkpoint {r['resumed_iteration']} (saved by incarnation "
+                f"{r['resumed_incarnation']}), but this rank logged neither an after_load "
+                "checksum of what it loaded nor a state_adopted event; it may be training "
+                "on weights it never reloaded",
+                location=_where(r, step=r["first_step"]),
+            )
+            for r in rows
+            if ctx.writer_complete(r["writer"])
+        ]
+
+    def _unhealed(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(UNHEALED_RANKS, label="FT009 healed ranks")
+        return [
+            self.violation(
+                f"cell {r['cell']} rank {r['rank']} was healed from cell {r['heal_source']} "
+                f"at step {r['step']} (incarnation {r['incarnation']}) and trained after it, "
+                "but logged no restore evidence at the heal (an after_heal checksum or a "
+                "state_adopted event): nothing shows it received its source's state",
+                location=_where(r, step=r["step"]),
+            )
+            for r in rows
+            if r["step"] >= ctx.since
+        ]
+
+    def _unallocated(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts")
+        return [
+            self.violation(
+                f"step {r['step']} attempt {r['attempt']} of incarnation {r['incarnation']} "
+                f"has {r['events']} trainer event(s) (snapshots, sample summaries, applied "
+                "steps) but no allocation in the log: the driver handed out witness ids "
+                "before their allocation was durable, and a crash lost it; a resumed "
+                "allocator re-issues those ids, so rows left in the weights would read as "
+                "new work",
+                location=_where(r, step=r["step"], attempt=r["attempt"]),
+            )
+            for r in rows
+            if r["step"] >= ctx.since and ctx.incarnation_complete(r["incarnation"])
+        ]
+
+    def _unallocated_ids(self, ctx: RunContext) -> list[Violation]:
+        rows = ctx.rows(UNALLOCATED_IDS, label="FT009 unallocated ids")
+        out = []
+        for r in rows:
+            if r["step"] < ctx.since or not ctx.incarnation_complete(r["incarnation"]):
+                continue
+            ids = [int(i) for i in r["ids"]]
+            out.append(
+                self.violation(
+                    f"cell {r['cell']} rank {r['rank']} trained {len(ids)} witness id(s) in "
+                    f"step {r['step']} attempt {r['attempt']} of incarnation "
+                    f"{r['incarnation']} that its allocation does not hold: the ids reached "
+                    "the trainer without a durable allocation",
+                    location=_where(r, step=r["step"], attempt=r["attempt"]),
+                    ids=ids,
+                )
+            )
+        return out
+
+
+def _role(r: dict[str, Any]) -> str:
+    return f" {r['role']}" if r.get("role") else ""
+
+
+def _where(r: dict[str, Any], *, step: int | None, attempt: int | None = None) -> Location:
+    return Location(
+        step,
+        attempt,
+        r["incarnation"],
+        cell=r.get("cell"),
+        rank=r.get("rank"),
+        segment=r.get("segment"),
+    )

@@ -1,0 +1,154 @@
+"""FT010 checkpoint-state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.rules.base import Outcome, Rule
+
+CHECKSUMS = """
+    CREATE OR REPLACE TEMP VIEW _ft010_checksums AS
+    SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
+           c.cell, c.rank, c.writer, c.seq, c.segment, c.hashes,
+           coalesce(c.checkpoint.iteration,
+                    CASE WHEN c."when" = 'at_save' THEN c.step
+                         WHEN c."when" = 'after_load' THEN i.resumed_iteration END)
+               AS ckpt_iteration,
+           coalesce(c.checkpoint.incarnation,
+                    CASE WHEN c."when" = 'at_save' THEN c.incarnation
+                         WHEN c."when" = 'after_load' THEN i.resumed_incarnation END)
+               AS ckpt_incarnation
+    FROM trainer_weight_checksum c LEFT JOIN incarnations i USING (incarnation)"""
+
+SAVE_VS_STEP = """
+    WITH saves AS (SELECT * FROM _ft010_checksums WHERE "when" = 'at_save'),
+    accepted AS (SELECT DISTINCT incarnation, step, accepted_attempt FROM step_end),
+    steps AS (
+        SELECT c.* FROM _ft010_checksums c JOIN accepted a
+          ON a.incarnation = c.incarnation AND a.step = c.step
+         AND a.accepted_attempt = c.attempt
+        WHERE c."when" = 'after_step'
+        QUALIFY row_number() OVER (PARTITION BY c.incarnation, c.step, c.role, c.cell, c.rank
+                                   ORDER BY c.seq DESC) = 1),
+    pairs AS (
+        SELECT s.incarnation, s.ckpt_iteration, s.role, s.cell, s.rank, s.segment,
+               s.hashes AS saved, t.hashes AS stepped, t.attempt
+        FROM saves s JOIN steps t
+          ON t.incarnation = s.ckpt_incarnation AND t.step = s.ckpt_iteration
+         AND t.role = s.role AND t.cell = s.cell AND t.rank = s.rank)
+    SELECT incarnation, ckpt_iteration, role, cell, rank, segment, attempt,
+           list(k ORDER BY k) FILTER (saved[k] <> stepped[k]) AS differ,
+           count(*) AS compared
+    FROM (SELECT *, unnest(map_keys(saved)) AS k FROM pairs)
+    WHERE stepped[k] IS NOT NULL
+    GROUP BY ALL ORDER BY ckpt_iteration, incarnation, cell, rank"""
+"""Each save checksum against the after-step checksum of its iteration's accepted attempt
+(same incarnation, role, cell and rank), over the tensors both name."""
+
+LOADS_WITHOUT_SAVE = """
+    SELECT l.incarnation, l.step, l.role, l.cell, l.rank, l.segment,
+           l.ckpt_iteration, l.ckpt_incarnation
+    FROM _ft010_checksums l
+    WHERE l."when" = 'after_load' AND l.ckpt_iteration IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM _ft010_checksums s
+                      WHERE s."when" = 'at_save' AND s.role = l.role AND s.rank = l.rank
+                        AND s.ckpt_iteration = l.ckpt_iteration
+                        AND s.ckpt_incarnation = l.ckpt_incarnation)
+    ORDER BY l.incarnation, l.cell, l.rank"""
+"""Loads with no save checksum of the same rank to compare with."""
+
+CHECKED = """
+    SELECT count(*) AS n FROM _ft010_checksums WHERE "when" IN ('at_save', 'after_load')"""
+
+
+class CheckpointState(Rule):
+    """A checkpoint holds the state of its iteration; every load of it is comparable to a save.
+
+    State of its iteration: the ``at_save`` checksum of checkpoint c by a rank equals that
+    rank's ``after_step`` checksum of the accepted attempt of step c (same incarnation,
+    role, cell and rank), tensor by tensor. An asynchronous save staged a step late, or a
+    save taken before the optimizer step, holds another state: a resume from it replays
+    or loses a step, and since the resume clears the abandoned slots of the witness, this
+    comparison is where the defect stays visible. Comparable: every ``after_load``
+    checksum of checkpoint c has an ``at_save`` checksum of c from the same rank index
+    (any cell: when only one cell's rank 0 writes the file, every cell's rank 0 is
+    compared with it, see FT006); without one the load cannot be checked at all.
+
+    Fails::
+
+        step 5 attempt 0: trainer_weight_checksum after_step cell 0 rank 0 {w: "aa"}
+        (step 6 runs) trainer_weight_checksum at_save checkpoint 5 cell 0 rank 0 {w: "ab"}
+        -> FT010: checkpoint 5 saved by cell 0 rank 0 is not the state after step 5: [w]
+
+    Passes::
+
+        step 5 attempt 0: ... after_step cell 0 rank 0 {w: "aa"}
+        trainer_weight_checksum at_save checkpoint 5 cell 0 rank 0 {w: "aa"}
+    """
+
+    code = "FT010"
+    name = "checkpoint-state"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        ctx.session.query(CHECKSUMS, label="FT010 checksums")
+        checked = ctx.rows(CHECKED, label="FT010 checked")[0]["n"]
+        return Outcome(checked, tuple(self._stale_saves(ctx) + self._incomparable(ctx)))
+
+    def _stale_saves(self, ctx: RunContext) -> list[Violation]:
+        out = []
+        for r in ctx.rows(SAVE_VS_STEP, label="FT010 saves"):
+            differ = list(r["differ"] or [])
+            if not differ or r["ckpt_iteration"] < ctx.since:
+                continue
+            out.append(
+                self.violation(
+                    f"checkpoint {r['ckpt_iteration']} saved by{_role(r)} cell {r['cell']} "
+                    f"rank {r['rank']} (incarnation {r['incarnation']}) is not the state "
+                    f"after step {r['ckpt_iteration']} (attempt {r['attempt']}): "
+                    f"{len(differ)} of {r['compared']} tensor(s) differ {_names(differ)}; "
+                    "the save was staged at another point (a step late, or before the "
+                    "optimizer step), so a resume from it replays or loses a step",
+                    location=Location(
+                        r["ckpt_iteration"],
+                        r["attempt"],
+                        r["incarnation"],
+                        cell=r["cell"],
+                        rank=r["rank"],
+                        segment=r["segment"],
+                    ),
+                )
+            )
+        return out
+
+    def _incomparable(self, ctx: RunContext) -> list[Violation]:
+        return [
+            self.violation(
+                f"rank {r['rank']} of{_role(r)} cell {r['cell']} in incarnation "
+                f"{r['incarnation']} loaded checkpoint {r['ckpt_iteration']} (saved by "
+                f"incarnation {r['ckpt_incarnation']}), but no rank {r['rank']} logged an "
+                "at_save checksum of that checkpoint: what it loaded cannot be compared with "
+                "what was saved (log at_save checksums on every rank index that loads)",
+                location=Location(
+                    r["step"],
+                    None,
+                    r["incarnation"],
+                    cell=r["cell"],
+                    rank=r["rank"],
+                    segment=r["segment"],
+                ),
+            )
+            for r in ctx.rows(LOADS_WITHOUT_SAVE, label="FT010 loads")
+            # incremental: the save may sit in a segment this window did not load
+            if ctx.window is None
+        ]
+
+
+def _role(r: dict[str, Any]) -> str:
+    return f" {r['role']}" if r.get("role") else ""
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    more = f", ... {len(names) - limit} more" if len(names) > limit else ""
+    return "[" + ", ".join(names[:limit]) + more + "]"

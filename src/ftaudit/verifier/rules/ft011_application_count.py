@@ -1,0 +1,161 @@
+"""FT011 application-count."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.spans import Spans, union_all
+
+GRADIENTS = """
+    SELECT incarnation, step, attempt, cell, rank, instance, nonzero_ids, min(segment) AS segment
+    FROM witness_gradient GROUP BY ALL
+    ORDER BY incarnation, step, attempt, cell, rank, instance"""
+
+ALLOCATED = """
+    SELECT incarnation, step, attempt, list(witness_ids) AS ids
+    FROM witness_allocated GROUP BY ALL"""
+
+COUNTERS = """
+    SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell, rank,
+           segment, map_keys(counters) AS names, map_values(counters) AS values
+    FROM step_applied
+    QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt, source_role, cell, rank
+                               ORDER BY seq DESC) = 1"""
+
+CHECKED = """
+    SELECT (SELECT count(*) FROM witness_gradient) + (SELECT count(*) FROM step_applied) AS n"""
+
+
+@dataclass(frozen=True)
+class _Reading:
+    step: int
+    attempt: int
+    incarnation: int
+    value: int
+    segment: str
+
+
+class ApplicationCount(Rule):
+    """Each committed step is applied once: own ids in its gradient, counters grow by one.
+
+    Gradient: the ``witness_gradient`` rows a rank logs after the all-reduce and before
+    the optimizer step are all ids of that attempt's allocation. A row of an earlier
+    attempt is a gradient that was never cleared (``zero_grad`` skipped) and is applied a
+    second time; the witness alone cannot see it, because that row is nonzero anyway.
+    Counters: along the committed history, on every rank of every cell whose outcome was
+    normal, each counter of ``step_applied`` (the optimizer's own step count, a
+    registered scheduler's ``last_epoch``) grows by exactly the number of committed steps
+    between two readings, across retries, heals and resumes. More means a step applied
+    twice (the optimizer stepped twice, a replay onto weights that already had it, a
+    discarded attempt committed anyway); less, or a counter that went back, means a step
+    never applied or state that was not restored (a scheduler that restarted).
+
+    Fails::
+
+        step 3: witness_allocated ids [6, 7]; witness_gradient cell 0 [4, 5, 6, 7]
+        -> FT011: the gradient of step 3 holds ids [4, 5] of another attempt
+
+        step 3: step_applied cell 0 {optimizer: 4}; step 4: {optimizer: 6}
+        -> FT011: the optimizer counter grew by 2 over 1 committed step
+
+    Passes::
+
+        step 3: witness_gradient cell 0 [6, 7]; step_applied {optimizer: 4}
+        step 4: step_applied {optimizer: 5}
+    """
+
+    code = "FT011"
+    name = "application-count"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        checked = ctx.rows(CHECKED, label="FT011 checked")[0]["n"]
+        return Outcome(checked, tuple(self._gradients(ctx) + self._counters(ctx)))
+
+    def _gradients(self, ctx: RunContext) -> list[Violation]:
+        allocated = {
+            (r["incarnation"], r["step"], r["attempt"]): union_all(
+                Spans.from_column(ids) for ids in r["ids"]
+            )
+            for r in ctx.rows(ALLOCATED, label="FT011 allocations")
+        }
+        out = []
+        for r in ctx.rows(GRADIENTS, label="FT011 gradients"):
+            own = allocated.get((r["incarnation"], r["step"], r["attempt"]))
+            if own is None or r["step"] < ctx.since:
+                continue  # no allocation at all: FT009 reports the attempt
+            extra = Spans.from_column(r["nonzero_ids"]) - own
+            if not extra:
+                continue
+            out.append(
+                self.violation(
+                    f"the witness gradient of cell {r['cell']} rank {r['rank']} "
+                    f"({r['instance']}) in step {r['step']} attempt {r['attempt']} of "
+                    f"incarnation {r['incarnation']} holds {len(extra)} id(s) that this "
+                    f"attempt did not allocate {extra.describe()}: gradient of an earlier "
+                    "attempt was never cleared (zero_grad skipped?) and is applied a second "
+                    "time",
+                    location=Location(
+                        r["step"],
+                        r["attempt"],
+                        r["incarnation"],
+                        cell=r["cell"],
+                        rank=r["rank"],
+                        instance=r["instance"],
+                        segment=r["segment"],
+                    ),
+                    ids=extra.head(MAX_IDS).tolist(),
+                    id_count=len(extra),
+                )
+            )
+        return out
+
+    def _counters(self, ctx: RunContext) -> list[Violation]:
+        normal = {(s.incarnation, s.step, s.attempt): set(s.normal_cells()) for s in ctx.committed}
+        series: dict[tuple[str, int, int, str], list[_Reading]] = defaultdict(list)
+        for r in ctx.rows(COUNTERS, label="FT011 counters"):
+            cells = normal.get((r["incarnation"], r["step"], r["attempt"]))
+            if cells is None or r["cell"] not in cells:
+                continue  # not committed, or this cell did not finish the attempt normally
+            for name, value in zip(r["names"] or [], r["values"] or [], strict=True):
+                series[(r["role"], r["cell"], r["rank"], name)].append(
+                    _Reading(r["step"], r["attempt"], r["incarnation"], int(value), r["segment"])
+                )
+        out = []
+        for (role, cell, rank, name), readings in sorted(series.items()):
+            readings.sort(key=lambda x: x.step)
+            for prev, cur in itertools.pairwise(readings):
+                grew, steps = cur.value - prev.value, cur.step - prev.step
+                if grew == steps or cur.step < ctx.since:
+                    continue
+                out.append(self._counter_violation(role, cell, rank, name, prev, cur))
+        return out
+
+    def _counter_violation(
+        self, role: str, cell: int, rank: int, name: str, prev: _Reading, cur: _Reading
+    ) -> Violation:
+        grew, steps = cur.value - prev.value, cur.step - prev.step
+        if grew > steps:
+            meaning = (
+                f"{grew - steps} application(s) too many: a step was applied twice (the "
+                "optimizer stepped twice, a replay onto weights that already had it, or a "
+                "discarded attempt committed anyway)"
+            )
+        elif grew < 0:
+            meaning = "the counter went back: its state was not restored (it restarted)"
+        else:
+            meaning = f"{steps - grew} committed step(s) never applied"
+        who = f"{role} " if role else ""
+        return self.violation(
+            f"the {name} counter of {who}cell {cell} rank {rank} went from {prev.value} after "
+            f"step {prev.step} (incarnation {prev.incarnation}) to {cur.value} after step "
+            f"{cur.step} (incarnation {cur.incarnation}): it must grow by {steps} over "
+            f"{steps} committed step(s); {meaning}",
+            location=Location(
+                cur.step, cur.attempt, cur.incarnation, cell=cell, rank=rank, segment=cur.segment
+            ),
+        )

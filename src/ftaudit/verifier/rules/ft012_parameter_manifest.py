@@ -1,0 +1,133 @@
+"""FT012 parameter-manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.rules.base import Outcome, Rule
+
+MANIFESTS = """
+    SELECT incarnation, step, coalesce(source_role, '') AS role, cell, rank, segment, seq,
+           digest, names, shapes, dtypes, requires_grad, groups, declared_change
+    FROM parameter_manifest
+    ORDER BY role, rank, incarnation, step NULLS FIRST, cell, seq"""
+
+
+@dataclass(frozen=True)
+class _Manifest:
+    incarnation: int
+    step: int | None
+    cell: int
+    segment: str
+    digest: str
+    entries: dict[str, tuple[object, ...]]
+    declared: str
+
+    @classmethod
+    def of(cls, r: dict) -> _Manifest:  # type: ignore[type-arg]
+        entries = {
+            name: (tuple(shape), dtype, grad, group)
+            for name, shape, dtype, grad, group in zip(
+                r["names"], r["shapes"], r["dtypes"], r["requires_grad"], r["groups"], strict=True
+            )
+        }
+        return cls(
+            r["incarnation"],
+            r["step"],
+            r["cell"],
+            r["segment"],
+            r["digest"],
+            entries,
+            r["declared_change"] or "",
+        )
+
+
+class ParameterManifest(Rule):
+    """What is trained does not change across resumes, heals and cells unless declared.
+
+    Every trainer rank logs its trainable-parameter manifest (name, shape, dtype,
+    ``requires_grad``, optimizer param group of each parameter) when it starts training
+    and whenever it changes. For each role and rank index, every manifest of the run,
+    in every cell and incarnation, equals the one before it, unless it declares the
+    change (``declared_change``). The witness cannot see this class: a head frozen
+    after a resume still passes gradient to the witness rows, so every sample reads as
+    trained while part of the model no longer learns.
+
+    Fails::
+
+        incarnation 0: parameter_manifest cell 0 rank 0 {head.weight: requires_grad}
+        incarnation 1: parameter_manifest cell 0 rank 0 {head.weight: frozen}
+        -> FT012: head.weight stopped being trained at the resume
+
+    Passes::
+
+        incarnation 1: parameter_manifest ... {head.weight: frozen},
+                       declared_change "freeze the head for the last epoch"
+    """
+
+    code = "FT012"
+    name = "parameter-manifest"
+
+    def check(self, ctx: RunContext) -> Outcome:
+        rows = ctx.rows(MANIFESTS, label="FT012 manifests")
+        groups: dict[tuple[str, int], list[_Manifest]] = {}
+        for r in rows:
+            groups.setdefault((r["role"], r["rank"]), []).append(_Manifest.of(r))
+        out: list[Violation] = []
+        for (role, rank), manifests in groups.items():
+            current = manifests[0]
+            reported: set[tuple[int, int, str]] = set()
+            for m in manifests[1:]:
+                if m.digest == current.digest:
+                    continue
+                if m.declared:
+                    current = m
+                    continue
+                key = (m.incarnation, m.cell, m.digest)
+                if key not in reported and (m.step is None or m.step >= ctx.since):
+                    reported.add(key)
+                    out.append(self._changed(role, rank, current, m))
+        return Outcome(len(rows), tuple(out))
+
+    def _changed(self, role: str, rank: int, before: _Manifest, after: _Manifest) -> Violation:
+        who = f"{role} " if role else ""
+        return self.violation(
+            f"the trainable parameters of {who}cell {after.cell} rank {rank} in incarnation "
+            f"{after.incarnation} (step {after.step}) differ from those of cell {before.cell} "
+            f"in incarnation {before.incarnation} (step {before.step}), undeclared: "
+            f"{_differences(before, after)}; part of the model is trained differently "
+            "after a resume or heal, which the witness cannot see",
+            location=Location(
+                after.step,
+                None,
+                after.incarnation,
+                cell=after.cell,
+                rank=rank,
+                segment=after.segment,
+            ),
+        )
+
+
+def _differences(before: _Manifest, after: _Manifest, limit: int = 4) -> str:
+    parts: list[str] = []
+    for name in sorted(before.entries.keys() - after.entries.keys()):
+        parts.append(f"{name} removed")
+    for name in sorted(after.entries.keys() - before.entries.keys()):
+        parts.append(f"{name} added")
+    for name in sorted(before.entries.keys() & after.entries.keys()):
+        (shape0, dtype0, grad0, group0), (shape1, dtype1, grad1, group1) = (
+            before.entries[name],
+            after.entries[name],
+        )
+        if grad0 != grad1:
+            parts.append(f"{name} {'frozen' if grad0 else 'unfrozen'}")
+        if shape0 != shape1:
+            parts.append(f"{name} shape {list(shape0)} -> {list(shape1)}")
+        if dtype0 != dtype1:
+            parts.append(f"{name} dtype {dtype0} -> {dtype1}")
+        if group0 != group1:
+            parts.append(f"{name} param group {group0} -> {group1}")
+    more = f", ... {len(parts) - limit} more" if len(parts) > limit else ""
+    return ", ".join(parts[:limit]) + more if parts else "the parameter order changed"
