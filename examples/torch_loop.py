@@ -74,6 +74,7 @@ def main(run_dir: Path) -> None:
             )
             optimizer.zero_grad()
             loss.backward()
+            hooks.before_optimizer_step()  # the witness gradient: this attempt's ids only
             optimizer.step()
             hooks.after_optimizer_step(info.stale_ids)  # snapshot, then clear stale rows
             hooks.log_metrics({"loss": loss.item()})

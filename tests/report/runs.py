@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ftaudit.eventlog import CellReconfigured, FaultInjected, FaultMode, Metric
+from ftaudit.eventlog import CellReconfigured, ChecksumWhen, FaultInjected, FaultMode, Metric
 from tests.verifier.builder import DISCARDED, ERRORED, NORMAL, Incarnation, RunBuilder
 
 B = 40
@@ -98,6 +98,8 @@ def write_faulty_run(
     # step 3: cell 1 is replaced and healed from cell 0
     inc0.weights[1] = set(inc0.weights[0])
     reconfigure(inc0, 3, [0, 1], heal_source=0, healed_cells=[1])
+    for cell in (0, 1):  # the source gave, the healed cell received, the same state
+        inc0.checksum(3, cell, {"w": "w2"}, when=ChecksumWhen.AFTER_HEAL, source_cell=0)
     inc0.train(3, samples(3))
     log_metrics(inc0, 3, 0, [0, 1])
     inc0.checkpoint(3)

@@ -27,6 +27,7 @@ from ftaudit.eventlog import (
     Outcome,
     RunLog,
     SampleAdvantageSummary,
+    StateAdopted,
     StepEnd,
     Trainer,
     TrainerWeightChecksum,
@@ -334,10 +335,15 @@ class RunBuilder:
         deterministic_order: bool | None = None,
         dataset_size: int | None = None,
         resume_counter: int | None = None,
+        restore_evidence: bool = True,
     ) -> Incarnation:
         """A new incarnation. A resumed one restores the checkpoint's rows, resumes the
         allocator from the highest logged counter (or ``resume_counter``), logs
-        ``allocate(0)`` and zeroes its stale rows, like the hooks do."""
+        ``allocate(0)`` and zeroes its stale rows, like the hooks do.
+
+        With ``restore_evidence`` each cell's rank 0 also says what it restored (FT009):
+        a ``state_adopted`` event, since the builder restores witness rows, not tensors
+        with checksums (a case that logs its own ``after_load`` turns it off)."""
         ref = find_checkpoint(self.root, resume_from) if resume_from is not None else None
         log = RunLog.start(
             self.root,
@@ -357,6 +363,17 @@ class RunBuilder:
         saved = self.saved.get((ref.iteration, ref.incarnation), {}) if ref else {}
         inc.weights = {c: set(saved.get(c, set())) for c in range(self.cells)}
         first = ref.iteration + 1 if ref else 0
+        if restore_evidence and ref is not None:
+            for cell in range(self.cells):
+                inc.trainer(cell).log(
+                    StateAdopted(
+                        step=ref.iteration,
+                        cell=cell,
+                        rank=0,
+                        reason="the builder restored the checkpoint's witness rows",
+                        checkpoint=ref,
+                    )
+                )
         inc.alloc(first, [])
         for rows in inc.weights.values():
             rows -= set(inc.last_stale)

@@ -50,7 +50,7 @@ def _crash_after_checkpoint_1(b: RunBuilder, *, restored: bool = True) -> Incarn
             run.checksum(1, 0, {"w": "s1"}, when=ChecksumWhen.AT_SAVE, checkpoint=CKPT1)
             run.checkpoint(1)
     run.log.close()
-    again = b.start(resume_from=1)
+    again = b.start(resume_from=1, restore_evidence=False)
     if restored:
         again.checksum(1, 0, {"w": "s1"}, when=ChecksumWhen.AFTER_LOAD, checkpoint=CKPT1)
     return again

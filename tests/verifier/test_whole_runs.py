@@ -26,6 +26,9 @@ def _samples(step: int, per_step: int = 4, offset: int = 0) -> list[int]:
     return list(range(offset + step * per_step, offset + (step + 1) * per_step))
 
 
+AT_SAVE = ChecksumWhen.AT_SAVE
+
+
 def three_incarnations(b: RunBuilder) -> None:
     """Crash, resume from the newest checkpoint, crash, resume from an OLDER checkpoint.
 
@@ -46,6 +49,8 @@ def three_incarnations(b: RunBuilder) -> None:
         for cell in (0, 1):
             run.checksum(step, cell, {"w": f"w{step}", "m": f"m{step}"})
         if step in (1, 3):
+            for cell in (0, 1):  # what each rank held at the save (FT010 compares loads)
+                run.checksum(step, cell, {"w": f"w{step}", "m": f"m{step}"}, when=AT_SAVE)
             run.checkpoint(step)
     run.log.close()
     second = b.start(resume_from=3, deterministic_order=True, dataset_size=64)
@@ -56,6 +61,7 @@ def three_incarnations(b: RunBuilder) -> None:
     second.log.close()
     third = b.start(resume_from=1, deterministic_order=True, dataset_size=64)
     third.checksum(1, 0, {"w": "w1", "m": "m1"}, when=ChecksumWhen.AFTER_LOAD)
+    # the builder's restore evidence is a state_adopted event; this one is a real load
     for step in range(2, 8):
         third.train(step, _samples(step), cells=both, **kw)
         third.engines(step, {0: {"w": f"e{step}"}, 1: {"w": f"e{step}"}})

@@ -34,23 +34,27 @@ def gradient_rows(witnesses: WitnessSet) -> dict[str, IntRuns]:
     }
 
 
-def optimizer_steps(optimizer: torch.optim.Optimizer) -> int | None:
+def optimizer_steps(optimizer: object) -> int | None:
     """The optimizer's step count: the largest per-parameter ``step`` (None: it keeps none).
 
     Adam, AdamW, Adagrad, RMSprop and most modern optimizers count steps per parameter;
-    plain SGD does not, and then only the schedulers are counted.
+    plain SGD does not, and then only the schedulers are counted. Wrappers whose
+    ``state`` is not a plain dict (a chained optimizer's proxy) are read through
+    ``items()``.
     """
+    state = getattr(optimizer, "state", None)
+    items = getattr(state, "items", None)
+    if items is None:
+        return None
     steps = [
         int(value.item() if isinstance(value, torch.Tensor) else value)
-        for state in optimizer.state.values()
-        if (value := state.get("step")) is not None
+        for _, per_param in items()
+        if isinstance(per_param, Mapping) and (value := per_param.get("step")) is not None
     ]
     return max(steps) if steps else None
 
 
-def step_counters(
-    optimizer: torch.optim.Optimizer, stateful: Mapping[str, object]
-) -> dict[str, int]:
+def step_counters(optimizer: object, stateful: Mapping[str, object]) -> dict[str, int]:
     """The optimizer's step count and each registered object's ``last_epoch`` (schedulers)."""
     counters: dict[str, int] = {}
     steps = optimizer_steps(optimizer)

@@ -39,7 +39,9 @@ def parameter_manifest(model: nn.Module, optimizer: torch.optim.Optimizer | None
     """What ``model`` trains: every parameter with its flag and param group (-1: none)."""
     group_of: dict[int, int] = {}
     if optimizer is not None:
-        for g, group in enumerate(optimizer.param_groups):
+        # a wrapper whose groups hold fp32 copies (Megatron) maps nothing here: -1 each,
+        # the same in every incarnation, so a manifest still compares
+        for g, group in enumerate(getattr(optimizer, "param_groups", ())):
             for p in group["params"]:
                 group_of[id(p)] = g
     params = list(unwrap(model).named_parameters())
