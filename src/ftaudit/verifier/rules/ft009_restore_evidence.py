@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
@@ -131,6 +131,12 @@ class RestoreEvidence(Rule):
 
     code = "FT009"
     name = "restore-evidence"
+    kinds: ClassVar[dict[str, str]] = {
+        "unrestored_rank": "a rank of a resumed incarnation logged no restore evidence",
+        "unhealed_rank": "a rank of a healed cell trained on without restore evidence",
+        "unallocated_attempt": "trainer evidence of an attempt whose allocation is not logged",
+        "unallocated_ids": "a trainer trained ids its attempt's allocation does not hold",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         checked = ctx.rows(CHECKED, label="FT009 checked")[0]["n"]
@@ -152,6 +158,7 @@ class RestoreEvidence(Rule):
                 f"{r['resumed_incarnation']}), but this rank logged neither an after_load "
                 "checksum of what it loaded nor a state_adopted event; it may be training "
                 "on weights it never reloaded",
+                kind="unrestored_rank",
                 location=_where(r, step=r["first_step"]),
             )
             for r in rows
@@ -166,6 +173,7 @@ class RestoreEvidence(Rule):
                 f"at step {r['step']} (incarnation {r['incarnation']}) and trained after it, "
                 "but logged no restore evidence at the heal (an after_heal checksum or a "
                 "state_adopted event): nothing shows it received its source's state",
+                kind="unhealed_rank",
                 location=_where(r, step=r["step"]),
             )
             for r in rows
@@ -182,6 +190,7 @@ class RestoreEvidence(Rule):
                 "before their allocation was durable, and a crash lost it; a resumed "
                 "allocator re-issues those ids, so rows left in the weights would read as "
                 "new work",
+                kind="unallocated_attempt",
                 location=_where(r, step=r["step"], attempt=r["attempt"]),
             )
             for r in rows
@@ -201,6 +210,7 @@ class RestoreEvidence(Rule):
                     f"step {r['step']} attempt {r['attempt']} of incarnation "
                     f"{r['incarnation']} that its allocation does not hold: the ids reached "
                     "the trainer without a durable allocation",
+                    kind="unallocated_ids",
                     location=_where(r, step=r["step"], attempt=r["attempt"]),
                     ids=ids,
                 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
@@ -90,6 +90,10 @@ class CheckpointState(Rule):
 
     code = "FT010"
     name = "checkpoint-state"
+    kinds: ClassVar[dict[str, str]] = {
+        "checkpoint_not_its_step": "a save differs from its iteration's after-step checksum",
+        "load_incomparable": "a load has no save checksum of the same rank index to compare with",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         ctx.session.query(CHECKSUMS, label="FT010 checksums")
@@ -110,6 +114,7 @@ class CheckpointState(Rule):
                     f"{len(differ)} of {r['compared']} tensor(s) differ {_names(differ)}; "
                     "the save was staged at another point (a step late, or before the "
                     "optimizer step), so a resume from it replays or loses a step",
+                    kind="checkpoint_not_its_step",
                     location=Location(
                         r["ckpt_iteration"],
                         r["attempt"],
@@ -130,6 +135,7 @@ class CheckpointState(Rule):
                 f"incarnation {r['ckpt_incarnation']}), but no rank {r['rank']} logged an "
                 "at_save checksum of that checkpoint: what it loaded cannot be compared with "
                 "what was saved (log at_save checksums on every rank index that loads)",
+                kind="load_incomparable",
                 location=Location(
                     r["step"],
                     None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
@@ -71,6 +72,12 @@ class ApplicationCount(Rule):
 
     code = "FT011"
     name = "application-count"
+    kinds: ClassVar[dict[str, str]] = {
+        "gradient_not_cleared": "a committed gradient holds ids of another attempt",
+        "applied_twice": "a step counter grew by more than the committed steps",
+        "never_applied": "a step counter grew by less than the committed steps",
+        "counter_went_back": "a step counter decreased: its state was not restored",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         checked = ctx.rows(CHECKED, label="FT011 checked")[0]["n"]
@@ -99,6 +106,7 @@ class ApplicationCount(Rule):
                     f"attempt did not allocate {extra.describe()}: gradient of an earlier "
                     "attempt was never cleared (zero_grad skipped?) and is applied a second "
                     "time",
+                    kind="gradient_not_cleared",
                     location=Location(
                         r["step"],
                         r["attempt"],
@@ -140,14 +148,17 @@ class ApplicationCount(Rule):
     ) -> Violation:
         grew, steps = cur.value - prev.value, cur.step - prev.step
         if grew > steps:
+            kind = "applied_twice"
             meaning = (
                 f"{grew - steps} application(s) too many: a step was applied twice (the "
                 "optimizer stepped twice, a replay onto weights that already had it, or a "
                 "discarded attempt committed anyway)"
             )
         elif grew < 0:
+            kind = "counter_went_back"
             meaning = "the counter went back: its state was not restored (it restarted)"
         else:
+            kind = "never_applied"
             meaning = f"{steps - grew} committed step(s) never applied"
         who = f"{role} " if role else ""
         return self.violation(
@@ -155,6 +166,7 @@ class ApplicationCount(Rule):
             f"step {prev.step} (incarnation {prev.incarnation}) to {cur.value} after step "
             f"{cur.step} (incarnation {cur.incarnation}): it must grow by {steps} over "
             f"{steps} committed step(s); {meaning}",
+            kind=kind,
             location=Location(
                 cur.step, cur.attempt, cur.incarnation, cell=cell, rank=rank, segment=cur.segment
             ),

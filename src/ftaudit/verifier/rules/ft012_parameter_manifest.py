@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
@@ -69,6 +70,9 @@ class ParameterManifest(Rule):
 
     code = "FT012"
     name = "parameter-manifest"
+    kinds: ClassVar[dict[str, str]] = {
+        "parameters_changed": "the trainable-parameter manifest changed without a declaration",
+    }
 
     def check(self, ctx: RunContext) -> Outcome:
         rows = ctx.rows(MANIFESTS, label="FT012 manifests")
@@ -99,6 +103,7 @@ class ParameterManifest(Rule):
             f"in incarnation {before.incarnation} (step {before.step}), undeclared: "
             f"{_differences(before, after)}; part of the model is trained differently "
             "after a resume or heal, which the witness cannot see",
+            kind="parameters_changed",
             location=Location(
                 after.step,
                 None,
