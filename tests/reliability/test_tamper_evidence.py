@@ -182,15 +182,34 @@ def test_an_inserted_segment(trainer: Path) -> None:
     assert any("chain" in p or "checkpoint" in p for p in problems), problems
 
 
-def test_the_tip_after_the_last_checkpoint_is_not_protected_against_a_forger(trainer: Path) -> None:
-    """The limit of a keyless chain: nothing after the last segment vouches for it. A naive
-    edit is still caught by the digest; a forger who recomputes it is not (see
-    docs/reliability.md: anchor the final chain head outside the run to close this)."""
+def test_the_tip_of_a_finished_run_is_vouched_for_by_run_finished(trainer: Path) -> None:
+    """``run_finished`` records every writer's final head: a forged edit of the tip after
+    the last checkpoint contradicts it."""
     seg = _segment(trainer, -1)
-    _rewrite(seg, _edit_value(pq.read_table(seg), 0), forge=False)
-    assert len(_ft001(trainer)) == 1
     _rewrite(seg, _edit_value(pq.read_table(seg), 1), forge=True)
-    assert _ft001(trainer) == []
+    assert any("run_finished of incarnation 0 recorded" in m for m in _ft001(trainer))
+
+
+def test_the_tip_of_an_unfinished_run_is_not_protected_against_a_forger(
+    tmp_path: Path,
+) -> None:
+    """The limit of a keyless chain: in a run that never finished (a crash), nothing after a
+    writer's last segment vouches for it. A naive edit is still caught by the digest; a
+    forger who recomputes it is not (see docs/reliability.md: ``ftaudit seal`` anchors the
+    final heads outside the run, ``--require-finished`` refuses an unfinished run)."""
+    run = RunLog.start(tmp_path / "run", buffer_size=8, options=OPTIONS)
+    trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
+    for step in range(3):
+        trainer.log(Metric(step=step, attempt=0, values={"loss": 1.0}))
+        trainer.flush()
+        if step == 1:
+            run.record_checkpoint(step)
+    folder = sorted((tmp_path / "run" / "events").glob("trainer-*/*.parquet"))[0].parent
+    seg = _segment(folder, -1)
+    _rewrite(seg, _edit_value(pq.read_table(seg), 0), forge=False)
+    assert len(_ft001(folder)) == 1
+    _rewrite(seg, _edit_value(pq.read_table(seg), 0), forge=True)
+    assert _ft001(folder) == []
 
 
 def test_a_run_written_before_the_chain_gets_one_warning(trainer: Path) -> None:
@@ -201,8 +220,9 @@ def test_a_run_written_before_the_chain_gets_one_warning(trainer: Path) -> None:
         for key in (DIGEST_KEY, "ftaudit.prev_digest", "ftaudit.dropped"):
             meta.pop(key.encode(), None)
         table = pq.read_table(seg)
-        if "checkpoint_saved.chain_heads" in table.column_names:
-            table = table.drop_columns(["checkpoint_saved.chain_heads"])
+        heads = ["checkpoint_saved.chain_heads", "checkpoint_saved.job_heads"]
+        heads.append("run_finished.final_heads")
+        table = table.drop_columns([c for c in heads if c in table.column_names])
         pq.write_table(table.replace_schema_metadata(meta), seg)
     (result,) = verify(trainer.parent.parent, select=["FT001"]).results
     (warning,) = result.violations

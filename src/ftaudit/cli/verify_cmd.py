@@ -81,6 +81,14 @@ def verify(
             "names; FT008); repeatable.",
         ),
     ] = None,
+    require_finished: Annotated[
+        bool,
+        typer.Option(
+            "--require-finished",
+            help="Fail a run whose last incarnation logged no run_finished (crashed, still "
+            "running, or its end deleted); name writers no record vouches for.",
+        ),
+    ] = False,
 ) -> None:
     """Verify that a run trained every sample exactly once.
 
@@ -89,6 +97,7 @@ def verify(
     from ftaudit.cli.progress import progress_display
     from ftaudit.verifier import select_rules
     from ftaudit.verifier import verify as run_verify
+    from ftaudit.verifier.anchors import Anchors
     from ftaudit.verifier.render import render
 
     select, skip = rule or None, tuple(skip_rule or ())
@@ -103,6 +112,7 @@ def verify(
                 progress=progress,
                 since_step=since_step,
                 data_manifests=tuple(data_manifest or ()),
+                anchors=Anchors(require_finished=require_finished),
             )
         )
 

@@ -37,6 +37,7 @@ from ftaudit.eventlog.events import (
     WitnessCleared,
     WitnessGradient,
     WitnessSnapshot,
+    WriterHead,
 )
 from ftaudit.eventlog.identity import Driver, Engine, Identity, RolloutManager, Trainer
 from ftaudit.eventlog.intruns import IntRuns
@@ -99,6 +100,7 @@ __all__ = [
     "WitnessCleared",
     "WitnessGradient",
     "WitnessSnapshot",
+    "WriterHead",
     "WriterOptions",
     "WriterStats",
     "check_segment",

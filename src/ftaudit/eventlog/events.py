@@ -104,9 +104,28 @@ class RunStarted(Event):
     status: RunStatus = RunStatus.RUNNING
 
 
+class WriterHead(_Model):
+    """Where a writer's log stood: its last sealed sequence number and that segment's digest.
+
+    The digest vouches for every event of the writer up to ``last_seq`` (the hash chain),
+    so a recorded head makes any later truncation or rewrite of those events visible.
+    """
+
+    last_seq: int = Field(ge=-1)
+    digest: str = ""
+
+
 class RunFinished(Event):
+    """The driver ends an incarnation; ``final_heads`` is every writer's head at that moment.
+
+    ``final_heads`` covers every writer of the run (read from the run directory, the
+    driver's own from memory), so a truncated log (the last steps' records, a worker's
+    tail, a whole writer) contradicts it.
+    """
+
     type: Literal["run_finished"] = "run_finished"
     status: RunStatus = RunStatus.COMPLETED
+    final_heads: dict[str, WriterHead] = {}
 
 
 class WitnessAllocated(Event):
@@ -217,6 +236,9 @@ class CheckpointSaved(Event):
     chain_heads: dict[str, str] = {}
     """Per writer of ``writers``: the digest of its segment ending at that sequence number,
     which vouches for every event up to it (see ``eventlog/README.md``, tamper evidence)."""
+    job_heads: dict[str, WriterHead] = {}
+    """The driver's checkpoint only: the head of every writer of the run (every process,
+    every incarnation), read from the run directory when the checkpoint was recorded."""
 
 
 class TrainerWeightChecksum(Event):

@@ -20,7 +20,9 @@ from ftaudit.eventlog.events import (
     RunFinished,
     RunStarted,
     RunStatus,
+    WriterHead,
 )
+from ftaudit.eventlog.heads import disk_heads
 from ftaudit.eventlog.identity import Driver
 from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
 from ftaudit.eventlog.rundir import INCARNATIONS_DIR, RUN_FILE, incarnation_dir
@@ -72,6 +74,14 @@ def _run_id(root: Path) -> str:
         tmp.unlink(missing_ok=True)
     fsync_dir(root)
     return run_id
+
+
+def claimed_incarnations(run_dir: str | os.PathLike[str]) -> set[int]:
+    """The incarnation numbers launches claimed (``RUN_DIR/incarnations/<k>``)."""
+    folder = Path(run_dir) / INCARNATIONS_DIR
+    if not folder.is_dir():
+        return set()
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()}
 
 
 def _claim_incarnation(root: Path) -> int:
@@ -207,12 +217,14 @@ class RunLog:
         for w in self._writers.values():
             w.flush()
             snapshot[w.writer_id], heads[w.writer_id] = w.chain_head
+        complete = isinstance(source, Driver) if complete is None else complete
         event = CheckpointSaved(
             iteration=iteration,
             path=path,
             writers=snapshot,
             chain_heads={k: v for k, v in heads.items() if v},
-            complete=isinstance(source, Driver) if complete is None else complete,
+            complete=complete,
+            job_heads=self.job_heads() if complete else {},
         )
         writer.log(event)
         writer.flush()
@@ -222,9 +234,20 @@ class RunLog:
         for writer in self._writers.values():
             writer.flush()
 
+    def job_heads(self) -> dict[str, WriterHead]:
+        """The head of every writer of the run: this process's after a flush (from memory),
+        every other process's from the run directory (see :mod:`ftaudit.eventlog.heads`)."""
+        heads = disk_heads(self.run_dir)
+        for w in self._writers.values():
+            w.flush()
+            seq, digest = w.chain_head
+            if seq >= 0:
+                heads[w.writer_id] = WriterHead(last_seq=seq, digest=digest)
+        return dict(sorted(heads.items()))
+
     def finish(self, status: RunStatus = RunStatus.COMPLETED, source: Source = Driver()) -> None:
-        """Log the end of this incarnation and close every writer."""
-        self.writer(source).log(RunFinished(status=status))
+        """Log the end of this incarnation, with every writer's final head, and close."""
+        self.writer(source).log(RunFinished(status=status, final_heads=self.job_heads()))
         self.close()
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
@@ -133,11 +134,14 @@ class RunContext:
         session: Session,
         window: Window | None = None,
         data_manifests: Sequence[str | os.PathLike[str]] = (),
+        anchors: Anchors = NO_ANCHORS,
     ) -> None:
         self.session = session
         self.window = window
         self.data_manifests = tuple(data_manifests)
         """Dataset manifest files kept outside the run (``ft-verify --data-manifest``)."""
+        self.anchors = anchors
+        """What the run is held to beyond its own log (``--require-finished``)."""
 
     @property
     def since(self) -> int:

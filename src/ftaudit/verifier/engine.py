@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ftaudit.errors import FtauditError
+from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation
 from ftaudit.verifier.rules import RULES
@@ -47,6 +48,7 @@ def verify(
     progress: Callable[[str], None] | None = None,
     since_step: int | None = None,
     data_manifests: Sequence[str | os.PathLike[str]] = (),
+    anchors: Anchors = NO_ANCHORS,
 ) -> Report:
     """Check a run against every selected rule and return the report.
 
@@ -65,12 +67,14 @@ def verify(
 
     ``run`` may be an opened :class:`Session` (``ftaudit show`` and ``report`` load a run
     once for the verdict and the history); the caller keeps it open and closes it.
+
+    ``anchors`` are what the run is held to beyond its own log (``require_finished``).
     """
     rules = select_rules(select, skip)
     if isinstance(run, Session):
         if since_step:
             raise ValueError("since_step needs a run directory, not an opened session")
-        return _check(run, rules, None, progress, data_manifests)
+        return _check(run, rules, None, progress, data_manifests, anchors)
     run_dir = run
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
@@ -86,7 +90,7 @@ def verify(
     else:
         opened = Session.open(run_dir)
     with opened as session:
-        report = _check(session, rules, window, progress, data_manifests)
+        report = _check(session, rules, window, progress, data_manifests, anchors)
     return Report(run_dir=os.fspath(run_dir), results=report.results)
 
 
@@ -96,9 +100,10 @@ def _check(
     window: Window | None,
     progress: Callable[[str], None] | None,
     data_manifests: Sequence[str | os.PathLike[str]],
+    anchors: Anchors,
 ) -> Report:
     """Run ``rules`` over an opened session."""
-    ctx = RunContext(session, window, data_manifests)
+    ctx = RunContext(session, window, data_manifests, anchors)
     results = []
     for rule in rules:
         if progress:

@@ -10,17 +10,13 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import RunFileError
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
-from ftaudit.eventlog.run import read_run_id
+from ftaudit.eventlog.run import claimed_incarnations, read_run_id
 from ftaudit.eventlog.rundir import RUN_FILE
 from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
+from ftaudit.verifier.heads import RecordedHead, recorded_heads
 from ftaudit.verifier.rules.base import Outcome, Rule
-
-SNAPSHOT_SEQS = """
-    SELECT writer, max(last_seq) AS last_seq, min(iteration) AS iteration,
-           arg_min(incarnation, iteration) AS incarnation
-    FROM checkpoint_snapshots WHERE last_seq >= 0 GROUP BY writer"""
 
 RESUMES = """
     SELECT i.incarnation, i.resumed_iteration, i.resumed_incarnation, i.starts,
@@ -30,14 +26,13 @@ RESUMES = """
       ON c.iteration = i.resumed_iteration AND c.incarnation = i.resumed_incarnation
     ORDER BY i.incarnation"""
 
-CHAIN_HEADS = """
-    SELECT iteration, incarnation, writers, chain_heads FROM checkpoint_saved
-    WHERE chain_heads IS NOT NULL ORDER BY incarnation, iteration"""
-
 UNSTARTED = """
     SELECT incarnation, min(writer) AS writer, count(*) AS events FROM events
     WHERE incarnation NOT IN (SELECT incarnation FROM incarnations)
     GROUP BY incarnation ORDER BY incarnation"""
+
+
+FINISHED = "SELECT incarnation, writer, seq FROM run_finished"
 
 
 class LogIntegrity(Rule):
@@ -81,6 +76,8 @@ class LogIntegrity(Rule):
         "torn_segment": "a temp file left by a writer that crashed while flushing",
         "truncated_tail": "a writer's log ends before what a checkpoint recorded as durable",
         "foreign_segment": "a segment of another run is mixed in",
+        "unfinished": "--require-finished: the last incarnation logged no run_finished",
+        "unvouched_tail": "--require-finished: a writer's events past every recorded head",
         "bad_run_file": "run.json is missing, invalid, or names another run than the segments",
         "duplicate_start": "an incarnation logged more than one start",
         "bad_resume_point": "an incarnation resumes from a checkpoint that is not earlier",
@@ -90,13 +87,15 @@ class LogIntegrity(Rule):
 
     def check(self, ctx: RunContext) -> Outcome:
         segments = ctx.scan.segments
+        heads = recorded_heads(ctx)
         violations = [
             *self._sequences(ctx, segments),
-            *self._chains(ctx, segments),
+            *self._chains(segments, heads),
             *self._torn(ctx.scan.torn),
-            *self._tails(ctx, segments),
+            *self._tails(ctx, segments, heads),
             *self._run_ids(segments),
             *self._run_file(ctx, segments),
+            *(self._finished(ctx, segments, heads) if ctx.anchors.require_finished else ()),
             *self._resumes(ctx),
         ]
         return Outcome(len(segments), tuple(violations))
@@ -152,10 +151,12 @@ class LogIntegrity(Rule):
                 previous = info
         return out
 
-    def _chains(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+    def _chains(
+        self, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+    ) -> list[Violation]:
         """Each segment matches its digest and follows its predecessor; checkpoints agree."""
         if not any(info.meta.digest for info in segments):
-            stripped = self._stripped(ctx, segments)
+            stripped = self._stripped(segments, heads)
             return stripped or [
                 self.violation(
                     "no segment of this run carries a content digest (written by an ftaudit "
@@ -200,66 +201,80 @@ class LogIntegrity(Rule):
                         )
                     )
                 previous = info
-        ends = {(info.meta.writer, info.meta.last_seq): info for info in segments}
-        for r in ctx.rows(CHAIN_HEADS, label="FT001 chain heads"):
-            seqs, heads = _as_dict(r["writers"]), _as_dict(r["chain_heads"])
-            for writer, head in sorted(heads.items()):
-                seq = seqs.get(writer)
-                info = ends.get((writer, seq))
-                where = Location(incarnation=r["incarnation"], writer=writer)
-                if info is None:
-                    # a seq inside a segment: re-cut; beyond them all: a truncated tail (_tails)
-                    inside = seq is not None and any(
-                        i.meta.first_seq <= seq < i.meta.last_seq for i in by_writer.get(writer, ())
-                    )
-                    if inside:
-                        out.append(
-                            self.violation(
-                                f"writer {writer} has no segment ending at seq {seq}, where "
-                                f"checkpoint {r['iteration']} recorded its chain head: its "
-                                "segments were rewritten after the checkpoint",
-                                kind="rewritten_after_checkpoint",
-                                location=where,
-                            )
-                        )
-                elif info.meta.digest != head:
-                    out.append(
-                        self.violation(
-                            f"writer {writer}'s events up to seq {seq} differ from what "
-                            f"checkpoint {r['iteration']} recorded (chain head {head[:12]}..., "
-                            f"now {info.meta.digest[:12] or 'none'}...): the log was rewritten "
-                            "after the checkpoint",
-                            kind="rewritten_after_checkpoint",
-                            location=Location(
-                                incarnation=r["incarnation"], writer=writer, segment=str(info.path)
-                            ),
-                        )
-                    )
+        out += self._heads_match(heads, segments, by_writer)
         return out
 
-    def _stripped(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+    def _heads_match(
+        self,
+        heads: list[RecordedHead],
+        segments: tuple[SegmentInfo, ...],
+        by_writer: dict[str, list[SegmentInfo]],
+    ) -> list[Violation]:
+        """The log still holds, with the same digest, every head a record vouched for."""
+        ends = {(info.meta.writer, info.meta.last_seq): info for info in segments}
+        out = []
+        seen: set[tuple[str, int, str]] = set()
+        for h in heads:
+            if not h.digest or (h.writer, h.last_seq, h.digest) in seen:
+                continue
+            seen.add((h.writer, h.last_seq, h.digest))
+            info = ends.get((h.writer, h.last_seq))
+            where = Location(incarnation=h.incarnation, writer=h.writer)
+            if info is None:
+                # a seq inside a segment: re-cut; beyond them all: a truncated tail (_tails)
+                inside = any(
+                    i.meta.first_seq <= h.last_seq < i.meta.last_seq
+                    for i in by_writer.get(h.writer, ())
+                )
+                if inside:
+                    out.append(
+                        self.violation(
+                            f"writer {h.writer} has no segment ending at seq {h.last_seq}, "
+                            f"where {h.record} recorded its chain head: its segments were "
+                            "rewritten after that record",
+                            kind="rewritten_after_checkpoint",
+                            location=where,
+                        )
+                    )
+            elif info.meta.digest != h.digest:
+                out.append(
+                    self.violation(
+                        f"writer {h.writer}'s events up to seq {h.last_seq} differ from what "
+                        f"{h.record} recorded (chain head {h.digest[:12]}..., now "
+                        f"{info.meta.digest[:12] or 'none'}...): the log was rewritten "
+                        "after that record",
+                        kind="rewritten_after_checkpoint",
+                        location=Location(
+                            incarnation=h.incarnation, writer=h.writer, segment=str(info.path)
+                        ),
+                    )
+                )
+        return out
+
+    def _stripped(
+        self, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+    ) -> list[Violation]:
         """Segments without a digest that a checkpoint's chain head covers: a downgrade.
 
         Chain heads are only recorded by writers that seal digests, so a run whose
         checkpoints carry them had a digest on every segment up to each head; segments
         without one there had their digests stripped, which would let any edit pass.
         """
-        covered: dict[str, tuple[int, int]] = {}  # writer -> (highest seq, its checkpoint)
-        for r in ctx.rows(CHAIN_HEADS, label="FT001 chain heads"):
-            seqs = _as_dict(r["writers"])
-            for writer in _as_dict(r["chain_heads"]):
-                seq = seqs.get(writer)
-                if seq is not None and seq > covered.get(writer, (-1, 0))[0]:
-                    covered[writer] = (seq, r["iteration"])
+        covered: dict[str, RecordedHead] = {}  # writer -> its highest head with a digest
+        for h in heads:
+            best = covered.get(h.writer)
+            if h.digest and (best is None or h.last_seq > best.last_seq):
+                covered[h.writer] = h
         out = []
-        for writer, (seq, iteration) in sorted(covered.items()):
+        for writer, head in sorted(covered.items()):
+            seq = head.last_seq
             bare = [i for i in segments if i.meta.writer == writer and i.meta.first_seq <= seq]
             if bare:
                 first = min(bare, key=lambda i: i.meta.first_seq)
                 out.append(
                     self.violation(
                         f"writer {writer}: {len(bare)} segment(s) up to seq {seq} carry no "
-                        f"content digest, yet checkpoint {iteration} recorded their chain "
+                        f"content digest, yet {head.record} recorded their chain "
                         "head: the digests were stripped (a downgrade), so edits to these "
                         "events cannot be ruled out",
                         kind="stripped_digest",
@@ -291,21 +306,31 @@ class LogIntegrity(Rule):
             )
         return out
 
-    def _tails(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+    def _tails(
+        self, ctx: RunContext, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+    ) -> list[Violation]:
         last: dict[str, int] = dict(ctx.window.last_seq) if ctx.window is not None else {}
         for info in segments:
             last[info.meta.writer] = max(last.get(info.meta.writer, -1), info.meta.last_seq)
+        highest: dict[str, RecordedHead] = {}
+        for h in heads:
+            if h.writer not in highest or h.last_seq > highest[h.writer].last_seq:
+                highest[h.writer] = h
         out = []
-        for r in ctx.rows(SNAPSHOT_SEQS, label="FT001 snapshots"):
-            have = last.get(r["writer"], -1)
-            if r["last_seq"] > have:
+        for writer, h in sorted(highest.items()):
+            have = last.get(writer, -1)
+            if h.last_seq > have:
+                gone = (
+                    f"has no segment at all (its whole log was deleted), but {h.record} "
+                    if have < 0
+                    else f"ends at seq {have}, but {h.record} "
+                )
                 out.append(
                     self.violation(
-                        f"truncated tail: writer {r['writer']} ends at seq {have}, but "
-                        f"checkpoint {r['iteration']} recorded it durable up to "
-                        f"{r['last_seq']}: events {have + 1}..{r['last_seq']} are missing",
+                        f"truncated tail: writer {writer} {gone}recorded it durable up to "
+                        f"{h.last_seq}: events {have + 1}..{h.last_seq} are missing",
                         kind="truncated_tail",
-                        location=Location(incarnation=r["incarnation"], writer=r["writer"]),
+                        location=Location(incarnation=h.incarnation, writer=writer),
                     )
                 )
         return out
@@ -328,6 +353,56 @@ class LogIntegrity(Rule):
             if run_id != main
             for info in infos
         ]
+
+    def _finished(
+        self, ctx: RunContext, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+    ) -> list[Violation]:
+        """``--require-finished``: the last incarnation ended with ``run_finished``, and
+        writers whose events go past every record that vouches for them are named."""
+        claimed = claimed_incarnations(ctx.scan.run_dir)
+        logged = {info.meta.incarnation for info in segments}
+        last = max(claimed | logged)
+        ends_of = ctx.rows(FINISHED, label="FT001 finished")
+        finished = {r["incarnation"] for r in ends_of}
+        out = []
+        if last not in finished:
+            why = (
+                "it wrote no events at all (they were deleted, or it died at once)"
+                if last not in logged
+                else "it crashed, is still running, or its end was deleted"
+            )
+            out.append(
+                self.violation(
+                    f"the run did not finish: its last incarnation {last} logged no "
+                    f"run_finished ({why})",
+                    kind="unfinished",
+                    location=Location(incarnation=last),
+                )
+            )
+        vouched: dict[str, int] = {}
+        for h in heads:
+            vouched[h.writer] = max(vouched.get(h.writer, -1), h.last_seq)
+        for r in ends_of:  # a run_finished is the record: it vouches for its writer up to itself
+            vouched[r["writer"]] = max(vouched.get(r["writer"], -1), r["seq"])
+        ends: dict[str, SegmentInfo] = {}
+        for info in sorted(segments, key=lambda i: i.meta.last_seq):
+            ends[info.meta.writer] = info  # the last one wins: each writer's final segment
+        for writer, info in sorted(ends.items()):
+            upto = vouched.get(writer, -1)
+            if info.meta.last_seq > upto:
+                out.append(
+                    self.violation(
+                        f"writer {writer}: events {upto + 1}..{info.meta.last_seq} come after "
+                        "every checkpoint and run_finished that recorded its head: a "
+                        "truncation there would go unseen (seal the run to anchor it)",
+                        kind="unvouched_tail",
+                        location=Location(
+                            incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
+                        ),
+                        severity=Severity.WARNING,
+                    )
+                )
+        return out
 
     def _run_file(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
         """``run.json`` holds a valid run id, the one the segments carry."""
@@ -406,12 +481,3 @@ def _digest_problem(info: SegmentInfo) -> str | None:
     if actual != info.meta.digest:
         return f"its bytes hash to {actual[:12]}..., its footer says {info.meta.digest[:12]}..."
     return None
-
-
-def _as_dict(value: object) -> dict:
-    """A map column from Arrow (a list of pairs) as a dict."""
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return value
-    return dict(value)  # type: ignore[arg-type]

@@ -1,0 +1,25 @@
+"""What a verification holds the run to beyond its own log (``ft-verify`` options).
+
+A run's log vouches for itself only up to its last record: a log cut after it, or cut
+together with it, looks like a run that stopped there. These options say what else the
+verifier expects: that the run finished, and the evidence kept outside the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Expectations and outside evidence of one verification (all off by default)."""
+
+    require_finished: bool = False
+    """The last incarnation must have logged ``run_finished`` (``--require-finished``):
+    a run cut short (a crash, or its end deleted) fails instead of verifying what is left."""
+
+
+NO_ANCHORS = Anchors()
+"""The default: the run is judged by its own log alone."""
+
+__all__ = ["NO_ANCHORS", "Anchors"]
