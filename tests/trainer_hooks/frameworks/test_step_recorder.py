@@ -111,10 +111,9 @@ def test_a_single_process_run_through_the_recorder_verifies(tmp_path: Path) -> N
         run,
         buffer_size=32,
         witnesses=witnesses,
-        dataset_size=12,
         options=WriterOptions(fsync=False),  # durability is not under test here
     )
-    recorder.start(model, opt, resume_iteration=None, extra_hashes=rng_hashes)
+    recorder.start(model, opt, resume_iteration=None, extra_hashes=rng_hashes, dataset_size=12)
     for step in range(3):
         for micro in range(2):  # two accumulated micro-batches per optimizer step
             first = step * 4 + micro * 2

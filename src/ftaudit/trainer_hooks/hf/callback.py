@@ -79,11 +79,11 @@ class FtauditCallback(TrainerCallback):
         self.options = options
         self.recorder: StepRecorder | None = None
         self._state: TrainerState | None = None
+        self._args: TrainingArguments | None = None
+        self._scheduler: Any = None
         self._epoch = 0
-        self._size = 0
         self._ids = ExitStack()
         self._hook: Any = None
-        self._extra: dict[str, Any] = {}
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -111,7 +111,6 @@ class FtauditCallback(TrainerCallback):
             buffer_size=self.buffer_size,
             witnesses=witnesses,
             deterministic_order=self.deterministic_order,
-            config={"framework": "transformers", "output_dir": args.output_dir},
             options=self.options,
         )
         self._hook = model.register_forward_pre_hook(self._pre_forward, with_kwargs=True)
@@ -130,29 +129,29 @@ class FtauditCallback(TrainerCallback):
         recorder = self._require()
         if model is None or optimizer is None:
             raise ValueError("FtauditCallback needs the Trainer's model and optimizer")
-        self._state = state
-        self._size = self.dataset_size or len(train_dataloader.dataset)
-        recorder.dataset_size = self._size
-        recorder.config.update(
-            seed=args.seed,
-            per_device_train_batch_size=args.per_device_train_batch_size,
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-        )
-        self._extra = {"args": args, "scheduler": lr_scheduler}
+        self._state, self._args, self._scheduler = state, args, lr_scheduler
         recorder.start(
             model,
             optimizer,
             resume_iteration=state.global_step - 1 if state.global_step > 0 else None,
             extra_hashes=self._extra_hashes,
+            dataset_size=self.dataset_size or len(train_dataloader.dataset),
+            config={
+                "framework": "transformers",
+                "output_dir": args.output_dir,
+                "seed": args.seed,
+                "per_device_train_batch_size": args.per_device_train_batch_size,
+                "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            },
         )
 
     def _extra_hashes(self) -> dict[str, str]:
         """Scheduler, RNG and data position: what a resume restores besides the weights."""
-        args, scheduler, state = self._extra["args"], self._extra["scheduler"], self._state
-        assert state is not None
+        args, state = self._args, self._state
+        assert args is not None and state is not None
         hashes = rng_hashes()
-        if scheduler is not None:
-            hashes.update(prefixed_hashes("sched", scheduler.state_dict()))
+        if self._scheduler is not None:
+            hashes.update(prefixed_hashes("sched", self._scheduler.state_dict()))
         # the Trainer derives its data position from these (skip global_step's batches of
         # the epoch, shuffled by the seed): a resume must restore them
         data = {"global_step": state.global_step, "epoch": state.epoch, "seed": args.seed}
@@ -185,7 +184,8 @@ class FtauditCallback(TrainerCallback):
             raise missing_index_error("FtauditCallback")
         recorder, state = self._require(), self._state
         assert state is not None
-        samples = stream_indices(items, self._epoch, self._size)
+        assert recorder.dataset_size is not None
+        samples = stream_indices(items, self._epoch, recorder.dataset_size)
         ids = recorder.allocate(state.global_step, samples)
         self._ids.close()  # the previous micro-batch's ids
         self._ids.enter_context(recorder.batch(ids))

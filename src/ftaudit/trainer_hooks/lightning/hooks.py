@@ -98,7 +98,6 @@ class FtauditHooks:
             buffer_size=self.buffer_size,
             witnesses=witnesses,
             deterministic_order=self.deterministic_order,
-            config={"framework": "lightning", "max_steps": trainer.max_steps},
             options=self.options,
         )
 
@@ -106,13 +105,18 @@ class FtauditHooks:
         recorder = self._require()
         if len(trainer.optimizers) != 1:
             raise ValueError("FtauditCallback supports one optimizer (automatic optimization)")
-        recorder.dataset_size = self.dataset_size or _dataset_size(trainer)
         resumed = trainer.global_step > 0
         recorder.start(
             pl_module,
             trainer.optimizers[0],
             resume_iteration=trainer.global_step - 1 if resumed else None,
             extra_hashes=lambda: self._extra_hashes(trainer),
+            dataset_size=self.dataset_size or _dataset_size(trainer),
+            config={
+                "framework": "lightning",
+                "max_steps": trainer.max_steps,
+                "accumulate_grad_batches": trainer.accumulate_grad_batches,
+            },
         )
 
     def _extra_hashes(self, trainer: pl.Trainer) -> dict[str, str]:

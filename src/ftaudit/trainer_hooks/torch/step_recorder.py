@@ -23,12 +23,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ftaudit.eventlog.context import step_context
-from ftaudit.eventlog.events import (
-    CheckpointRef,
-    ChecksumWhen,
-    RunStatus,
-    TrainerWeightChecksum,
-)
+from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, RunStatus
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.allocator import WitnessInfo
 from ftaudit.trainer_hooks.driver import DriverSession, ranks
@@ -69,18 +64,16 @@ class StepRecorder:
         buffer_size: int,
         witnesses: WitnessSet,
         cell: int = 0,
-        dataset_size: int | None = None,
         deterministic_order: bool | None = None,
-        config: Mapping[str, object] | None = None,
         options: WriterOptions | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.buffer_size = buffer_size
         self.witnesses = witnesses
         self.cell = cell
-        self.dataset_size = dataset_size
+        self.dataset_size: int | None = None
+        """N of the sample indices (``epoch * N + item``), known from :meth:`start`."""
         self.deterministic_order = deterministic_order
-        self.config = dict(config or {})
         self.options = options
         self.driver: DriverSession | None = None
         self.hooks: TrainerHooks | None = None
@@ -138,13 +131,17 @@ class StepRecorder:
         *,
         resume_iteration: int | None,
         extra_hashes: Callable[[], dict[str, str]],
+        dataset_size: int,
+        config: Mapping[str, object] | None = None,
     ) -> None:
         """*Collective.* Open this incarnation (rank 0) and attach every rank to it.
 
         ``resume_iteration`` is the ftaudit step of the checkpoint the framework loaded
         (None for a fresh start). ``extra_hashes`` gives the hashes of the state outside
         model and optimizer (RNG, scheduler, data position) at save and at load.
+        ``dataset_size`` is N of the sample indices; ``config`` goes into ``run_started``.
         """
+        self.dataset_size = dataset_size
         self.gather(None)  # every rank is here (and the gloo group exists)
         header: tuple[int, list[int], CheckpointRef | None] | None = None
         if self.is_driver:
@@ -152,8 +149,8 @@ class StepRecorder:
                 self.run_dir,
                 buffer_size=self.buffer_size,
                 resume_from=resume_iteration,
-                config=self.config,
-                dataset_size=self.dataset_size,
+                config=dict(config or {}),
+                dataset_size=dataset_size,
                 deterministic_order=self.deterministic_order,
                 options=self.options,
             )
@@ -182,11 +179,11 @@ class StepRecorder:
     def incarnation(self) -> int:
         return self._require().run.incarnation
 
-    def after_load(self, step: int, extra: Mapping[str, str] | None = None) -> None:
+    def after_load(self, step: int, captured: Mapping[str, str] | None = None) -> None:
         """After a resume, before the first step: log what was loaded, then clear the ring.
 
         The ``after_load`` checksums must equal the ``at_save`` ones of the checkpoint
-        (FT006); ``extra`` overrides hashes captured at the moment of loading (state the
+        (FT006); ``captured`` replaces hashes taken at the moment of loading (state the
         framework consumes before the first step, such as the RNG). Then the resume stale
         slots are zeroed (SPEC §2). A no-op except once after a resume.
         """
@@ -195,15 +192,8 @@ class StepRecorder:
         hooks = self._require()
         self._pending_load = False
         with step_context(step, ATTEMPT):
-            hashes = {**hooks.hashes(), **(extra or {})}
-            hooks.writer.log(
-                TrainerWeightChecksum(
-                    when=ChecksumWhen.AFTER_LOAD,
-                    cell=self.cell,
-                    rank=self.rank,
-                    hashes=hashes,
-                    checkpoint=self.resume_from,
-                )
+            hooks.log_checksums(
+                ChecksumWhen.AFTER_LOAD, checkpoint=self.resume_from, captured=captured
             )
             hooks.clear_at_resume(self.resume_stale_ids)
             hooks.flush()

@@ -427,11 +427,16 @@ class TrainerHooks:
         *,
         checkpoint: CheckpointRef | None = None,
         source_cell: int | None = None,
+        captured: Mapping[str, str] | None = None,
     ) -> dict[str, str]:
-        """Log a ``TrainerWeightChecksum`` of this rank's state; returns the hashes."""
+        """Log a ``TrainerWeightChecksum`` of this rank's state; returns the hashes.
+
+        ``captured`` replaces some hashes by values taken earlier, for state that moved
+        on since it was loaded (a framework's RNG, consumed before the first step).
+        """
         from ftaudit.eventlog.events import TrainerWeightChecksum
 
-        hashes = self.hashes()
+        hashes = {**self.hashes(), **(captured or {})}
         self.writer.log(
             TrainerWeightChecksum(
                 when=ChecksumWhen(when),
