@@ -158,3 +158,17 @@ def test_portable_rng_states_load_with_weights_only(tmp_path: Path) -> None:
     loaded = torch.load(tmp_path / "s.pt", weights_only=True)
     restore_portable_rng_states(loaded["rng"])
     assert rng_hashes() == before
+
+
+def test_a_step_outgrowing_the_ring_is_refused_with_the_buffer_to_use(tmp_path: Path) -> None:
+    model = Stack()
+    witnesses = install_for_framework(model, 10, "blocks")  # B - keep = 3 ids per step
+    recorder = StepRecorder(
+        tmp_path / "run", buffer_size=10, witnesses=witnesses, options=WriterOptions(fsync=False)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    recorder.start(model, opt, resume_iteration=None, extra_hashes=dict, dataset_size=8)
+    recorder.allocate(0, [0, 1])
+    with pytest.raises(ValueError, match=r"step 0 trains 4 samples.*buffer_size >= 11"):
+        recorder.allocate(0, [2, 3])  # the second micro-batch of the same step
+    recorder.finish()

@@ -25,7 +25,7 @@ from torch import nn
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, RunStatus
 from ftaudit.eventlog.writer import WriterOptions
-from ftaudit.trainer_hooks.allocator import WitnessInfo
+from ftaudit.trainer_hooks.allocator import WitnessInfo, max_ids_per_step, min_buffer_size
 from ftaudit.trainer_hooks.driver import DriverSession, ranks
 from ftaudit.trainer_hooks.torch.checksums import state_hashes
 from ftaudit.trainer_hooks.torch.witness import (
@@ -51,10 +51,11 @@ class StepRecorder:
     """The ftaudit side of one process of a framework-driven DDP job.
 
     Call order: :meth:`start` once the model and optimizer exist (and, on a resume, are
-    loaded); per optimizer step :meth:`allocate` for each micro-batch (before its
-    forward, inside :meth:`batch`), :meth:`after_optimizer_step`, :meth:`end_step`;
-    :meth:`checkpoint_saved` once a checkpoint is durable; :meth:`finish`. Every call
-    marked *collective* must be made by every rank in the same order.
+    loaded); :meth:`after_load` before the first step; per optimizer step, for each
+    micro-batch :meth:`allocate` and its forward and backward inside :meth:`batch`, then
+    :meth:`after_optimizer_step` and :meth:`end_step`; :meth:`log_save` when a checkpoint
+    is taken and :meth:`checkpoint_durable` once it is written; :meth:`finish`. Every
+    call marked *collective* must be made by every rank in the same order.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class StepRecorder:
         self.resume_from: CheckpointRef | None = None
         self._group: Any = None
         self._last: WitnessInfo | None = None
+        self._step_ids = (-1, 0)  # (step, ids allocated to it so far)
         self._pending_load = False
 
     # -- processes -----------------------------------------------------------------------
@@ -208,6 +210,7 @@ class StepRecorder:
         """
         hooks = self._require()
         gathered = self.gather([int(s) for s in samples])
+        self._count_step_ids(step, sum(len(part) for part in gathered))
         info: WitnessInfo | None = None
         if self.is_driver:
             assert self.driver is not None
@@ -221,6 +224,18 @@ class StepRecorder:
         offset = sum(len(part) for part in gathered[: self.rank])
         hooks.flush()  # nothing of this rank's may lag behind the allocation
         return info.witness_ids[offset : offset + len(gathered[self.rank])]
+
+    def _count_step_ids(self, step: int, n: int) -> None:
+        """Refuse, on every rank alike, a step whose micro-batches outgrow ``B - keep``."""
+        before = self._step_ids[1] if self._step_ids[0] == step else 0
+        self._step_ids = (step, before + n)
+        limit = max_ids_per_step(self.buffer_size)
+        if before + n > limit:
+            raise ValueError(
+                f"step {step} trains {before + n} samples on all ranks so far, but a witness "
+                f"buffer of {self.buffer_size} allows at most {limit} per optimizer step: "
+                f"pass buffer_size >= {min_buffer_size(before + n)}"
+            )
 
     @contextmanager
     def batch(self, witness_ids: Sequence[int]) -> Iterator[None]:
