@@ -21,7 +21,7 @@ from ftaudit.dataset import (
     write_manifest,
     write_manifest_of,
 )
-from ftaudit.dataset.manifest import manifest_path
+from ftaudit.eventlog.rundir import manifest_path
 
 pytestmark = pytest.mark.torch
 

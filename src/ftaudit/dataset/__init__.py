@@ -15,7 +15,6 @@ from ftaudit.dataset.fingerprint import (
     fingerprint_rows,
 )
 from ftaudit.dataset.manifest import (
-    MANIFESTS_DIR,
     DatasetManifest,
     ManifestError,
     find_manifest,
@@ -26,7 +25,6 @@ from ftaudit.dataset.manifest import (
 
 __all__ = [
     "ALGORITHM",
-    "MANIFESTS_DIR",
     "DatasetManifest",
     "ManifestError",
     "build_manifest",

@@ -24,10 +24,9 @@ import pyarrow.parquet as pq
 
 from ftaudit.dataset.fingerprint import ALGORITHM
 from ftaudit.errors import UnusableInputError
+from ftaudit.eventlog.rundir import manifest_path
 
 MANIFEST_VERSION = 1
-MANIFESTS_DIR = "manifests"
-"""The folder of a run directory that holds its dataset manifests."""
 
 SCHEMA = pa.schema([("item", pa.int64()), ("fingerprint", pa.int64())])
 _KEYS = ("manifest_version", "algorithm", "dataset_size", "digest")
@@ -154,11 +153,6 @@ def read_manifest(path: str | os.PathLike[str]) -> DatasetManifest:
         )
     fps.setflags(write=False)
     return DatasetManifest(fps, digest, meta["ftaudit.algorithm"], meta.get("ftaudit.source", ""))
-
-
-def manifest_path(run_dir: str | os.PathLike[str], digest: str) -> Path:
-    """Where a run keeps the manifest of ``digest``."""
-    return Path(run_dir) / MANIFESTS_DIR / f"{digest}.parquet"
 
 
 def find_manifest(

@@ -6,6 +6,7 @@ Layout (see ``eventlog/README.md``)::
     RUN_DIR/incarnations/<k, 6 digits>/                one per started incarnation
     RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet
     RUN_DIR/events/<writer id>/.<...>.tmp              a flush a crash cut short
+    RUN_DIR/manifests/<digest>.parquet                 dataset manifests (FT008)
 
 Every reader (the full scan, the incremental window, the resume index) lists a run's
 segments through :func:`list_segments`, which returns explicit paths: a user's run
@@ -30,6 +31,8 @@ RUN_FILE = "run.json"
 """The file holding the run id."""
 INCARNATIONS_DIR = "incarnations"
 """The folder whose entries claim incarnation numbers (an atomic mkdir each)."""
+MANIFESTS_DIR = "manifests"
+"""The folder of the dataset manifests a run declared (``ftaudit.dataset``), by digest."""
 SEGMENT_SUFFIX = ".parquet"
 TEMP_PREFIX = "."
 """A flush writes ``.<name>.<pid>.tmp`` first and renames it: a dot file is a torn flush."""
@@ -48,6 +51,11 @@ def writer_dir(run_dir: str | os.PathLike[str], writer: str) -> Path:
 def segment_path(run_dir: str | os.PathLike[str], writer: str, first_seq: int) -> Path:
     """Where the segment of ``writer`` starting at ``first_seq`` lives."""
     return writer_dir(run_dir, writer) / f"{first_seq:0{SEQ_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def manifest_path(run_dir: str | os.PathLike[str], digest: str) -> Path:
+    """Where a run keeps the dataset manifest of ``digest``."""
+    return Path(run_dir) / MANIFESTS_DIR / f"{digest}{SEGMENT_SUFFIX}"
 
 
 def incarnation_dir(run_dir: str | os.PathLike[str], incarnation: int) -> Path:

@@ -13,12 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ftaudit.dataset.manifest import (
-    DatasetManifest,
-    manifest_path,
-    read_manifest,
-    write_manifest,
-)
+from ftaudit.dataset.manifest import DatasetManifest, read_manifest, write_manifest
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import (
     AttemptEnd,
@@ -37,6 +32,7 @@ from ftaudit.eventlog.identity import Driver
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.resume import ResumeIndex
 from ftaudit.eventlog.run import RunLog
+from ftaudit.eventlog.rundir import manifest_path
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 from ftaudit.trainer_hooks.allocator import (
     WitnessIdAllocator,
