@@ -15,6 +15,7 @@ from ftaudit.cli import (
     export_cmd,
     manifest_cmd,
     report_cmd,
+    seal_cmd,
     show_cmd,
     sql_cmd,
     synth_cmd,
@@ -33,6 +34,7 @@ app = typer.Typer(
 # One line per command (later: demo, show, report, compact, synth, compare).
 app.command("verify")(verify_cmd.verify)
 app.command("sql")(sql_cmd.sql)
+app.command("seal")(seal_cmd.seal)
 app.command("demo")(demo_cmd.demo)
 app.command("show")(show_cmd.show)
 app.command("report")(report_cmd.report)

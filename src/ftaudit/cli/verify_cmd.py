@@ -89,6 +89,24 @@ def verify(
             "running, or its end deleted); name writers no record vouches for.",
         ),
     ] = False,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            metavar="SEAL",
+            help="A seal from 'ftaudit seal', kept outside the run: every writer must still "
+            "reach its sealed head, and no writer may be added.",
+        ),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file",
+            metavar="FILE",
+            help="The HMAC key of a signed seal (default: $FTAUDIT_HMAC_KEY_FILE or "
+            "$FTAUDIT_HMAC_KEY).",
+        ),
+    ] = None,
 ) -> None:
     """Verify that a run trained every sample exactly once.
 
@@ -101,6 +119,7 @@ def verify(
     from ftaudit.verifier.render import render
 
     select, skip = rule or None, tuple(skip_rule or ())
+    seal = guarded(lambda: _read_seal(manifest, key_file)) if manifest is not None else None
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
     term = Terminal.detect()
     with progress_display(term, phases=len(rules) + 1) as progress:
@@ -112,7 +131,7 @@ def verify(
                 progress=progress,
                 since_step=since_step,
                 data_manifests=tuple(data_manifest or ()),
-                anchors=Anchors(require_finished=require_finished),
+                anchors=Anchors(require_finished=require_finished, seal=seal),
             )
         )
 
@@ -131,6 +150,12 @@ def verify(
         where = f"; {fmt.value} report in {output}" if output is not None else ""
         say(f"ft-verify: {summarize(report, strict=strict).headline()}{where}")
     raise typer.Exit(exit_codes.OK if report.passed(strict=strict) else exit_codes.VIOLATIONS)
+
+
+def _read_seal(path: Path, key_file: Path | None):  # type: ignore[no-untyped-def]
+    from ftaudit.verifier.seal import load_key, read_seal
+
+    return read_seal(path, load_key(key_file))
 
 
 def build_app() -> typer.Typer:

@@ -8,6 +8,10 @@ verifier expects: that the run finished, and the evidence kept outside the run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ftaudit.verifier.seal import Seal
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,9 @@ class Anchors:
     require_finished: bool = False
     """The last incarnation must have logged ``run_finished`` (``--require-finished``):
     a run cut short (a crash, or its end deleted) fails instead of verifying what is left."""
+    seal: Seal | None = None
+    """A seal kept outside the run (``--manifest``), its signature already checked: the
+    run must still reach every head it names, and have no writer it does not name."""
 
 
 NO_ANCHORS = Anchors()

@@ -29,8 +29,10 @@ class RecordedHead:
     """One head one record vouches for."""
 
     record: str
-    """What recorded it, in words: ``checkpoint 5`` or ``run_finished of incarnation 2``."""
+    """What recorded it, in words: ``checkpoint 5``, ``run_finished of incarnation 2``,
+    ``the seal``."""
     incarnation: int
+    """The incarnation that recorded it (-1 for a seal kept outside the run)."""
     writer: str
     last_seq: int
     digest: str
@@ -47,7 +49,7 @@ def as_dict(value: Any) -> dict:
 
 
 def recorded_heads(ctx: RunContext) -> list[RecordedHead]:
-    """Every head any checkpoint or ``run_finished`` of the run recorded."""
+    """Every head any checkpoint or ``run_finished`` of the run recorded, and the seal's."""
     out: list[RecordedHead] = []
     for r in ctx.rows(SNAPSHOTS, label="recorded heads: checkpoints"):
         record, inc = f"checkpoint {r['iteration']}", r["incarnation"]
@@ -60,6 +62,11 @@ def recorded_heads(ctx: RunContext) -> list[RecordedHead]:
                 out.append(
                     RecordedHead(record, inc, writer, head["last_seq"], head["digest"] or "")
                 )
+    seal = ctx.anchors.seal
+    if seal is not None:
+        for writer, head in seal.heads.items():
+            if head.last_seq >= 0:
+                out.append(RecordedHead("the seal", -1, writer, head.last_seq, head.digest))
     for r in ctx.rows(FINISHES, label="recorded heads: run_finished"):
         record, inc = f"run_finished of incarnation {r['incarnation']}", r["incarnation"]
         for writer, head in as_dict(r["final_heads"]).items():

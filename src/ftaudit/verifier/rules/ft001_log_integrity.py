@@ -78,6 +78,7 @@ class LogIntegrity(Rule):
         "foreign_segment": "a segment of another run is mixed in",
         "unfinished": "--require-finished: the last incarnation logged no run_finished",
         "unvouched_tail": "--require-finished: a writer's events past every recorded head",
+        "seal_mismatch": "--manifest: the seal is of another run, or misses a writer",
         "bad_run_file": "run.json is missing, invalid, or names another run than the segments",
         "duplicate_start": "an incarnation logged more than one start",
         "bad_resume_point": "an incarnation resumes from a checkpoint that is not earlier",
@@ -96,6 +97,7 @@ class LogIntegrity(Rule):
             *self._run_ids(segments),
             *self._run_file(ctx, segments),
             *(self._finished(ctx, segments, heads) if ctx.anchors.require_finished else ()),
+            *self._sealed(ctx, segments),
             *self._resumes(ctx),
         ]
         return Outcome(len(segments), tuple(violations))
@@ -400,6 +402,39 @@ class LogIntegrity(Rule):
                             incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
                         ),
                         severity=Severity.WARNING,
+                    )
+                )
+        return out
+
+    def _sealed(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """``--manifest``: the seal is of this run, and names every writer the run holds
+        (its heads are checked with the others: a writer must reach its sealed head)."""
+        seal = ctx.anchors.seal
+        if seal is None:
+            return []
+        out = []
+        run_ids = {info.meta.run_id for info in segments}
+        if seal.run_id not in run_ids:
+            out.append(
+                self.violation(
+                    f"the seal is of run {seal.run_id}, not of this run "
+                    f"({', '.join(sorted(run_ids))})",
+                    kind="seal_mismatch",
+                )
+            )
+        firsts: dict[str, SegmentInfo] = {}
+        for info in sorted(segments, key=lambda i: -i.meta.first_seq):
+            firsts[info.meta.writer] = info
+        for writer, info in sorted(firsts.items()):
+            if writer not in seal.heads:
+                out.append(
+                    self.violation(
+                        f"writer {writer} is not in the seal: its events were added after "
+                        "the run was sealed",
+                        kind="seal_mismatch",
+                        location=Location(
+                            incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
+                        ),
                     )
                 )
         return out

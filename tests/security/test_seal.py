@@ -1,0 +1,186 @@
+"""A seal kept outside the run catches a forger who rewrites the history and every digest.
+
+Without a key, recomputing a writer's chain after an edit and patching the records that
+vouch for it hid the edit (a checksum changed deep in the history). ``ftaudit seal``
+records every writer's head; ``ft-verify --manifest`` fails a run that no longer reaches
+them. With a key the seal is signed: a seal edited without the key is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ftaudit.eventlog import Metric, RunLog, Trainer
+from ftaudit.eventlog.segment import DIGEST_KEY, DIGEST_PLACEHOLDER, write_atomically
+from tests.cli.conftest import Invoke, check_exit
+from tests.cli.runs import segments
+
+KEY = "correct horse battery staple"
+
+
+def _rechain(
+    folder: Path, edit: Callable[[int, pa.Table], pa.Table], renamed: dict[str, str]
+) -> None:
+    """Rewrite every segment of a writer through ``edit``, recomputing each digest and
+    chain link as a keyless forger can; adds ``{old digest: new digest}`` to ``renamed``
+    as it goes (a segment's records may name the heads of the segments before it)."""
+    prev = ""
+    for i, seg in enumerate(sorted(folder.glob("*.parquet"))):
+        meta = dict(pq.read_metadata(seg).metadata or {})
+        old = meta[DIGEST_KEY.encode()].decode()
+        meta[b"ftaudit.prev_digest"] = prev.encode()
+        meta[DIGEST_KEY.encode()] = DIGEST_PLACEHOLDER.encode()
+        tmp = seg.with_name("forged.parquet")
+        table = edit(i, pq.read_table(seg)).replace_schema_metadata(meta)
+        prev = renamed[old] = write_atomically(table, tmp, fsync=False)
+        tmp.replace(seg)
+
+
+def _substitute(value: object, renamed: dict[str, str]) -> object:
+    if isinstance(value, str):
+        return renamed.get(value, value)
+    if isinstance(value, list):
+        return [_substitute(v, renamed) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_substitute(v, renamed) for v in value)
+    if isinstance(value, dict):
+        return {k: _substitute(v, renamed) for k, v in value.items()}
+    return value
+
+
+def _forge_history(run: Path) -> None:
+    """Edit a trainer's first segment (its weight checksums), recompute its chain, then
+    patch every record that vouched for the old heads and recompute the driver's chain."""
+
+    def edit_checksums(i: int, table: pa.Table) -> pa.Table:
+        col = "trainer_weight_checksum.hashes"
+        if i > 0 or col not in table.column_names:
+            return table
+        j = table.schema.get_field_index(col)
+        values = [[(k, "forged") for k, _ in v] if v else v for v in table[col].to_pylist()]
+        return table.set_column(j, table.schema.field(j), pa.array(values, table[col].type))
+
+    folders = sorted((run / "events").iterdir())
+    trainer = next(p for p in folders if p.name.startswith("trainer"))
+    renamed: dict[str, str] = {}
+    _rechain(trainer, edit_checksums, renamed)
+
+    def patch_records(_: int, table: pa.Table) -> pa.Table:
+        for col in HEAD_COLUMNS:
+            if col in table.column_names:
+                j = table.schema.get_field_index(col)
+                values = _substitute(table[col].to_pylist(), renamed)
+                field = table.schema.field(j)
+                table = table.set_column(j, field, pa.array(values, field.type))
+        return table
+
+    _rechain(next(p for p in folders if p.name.startswith("driver")), patch_records, renamed)
+
+
+HEAD_COLUMNS = (
+    "checkpoint_saved.chain_heads",
+    "checkpoint_saved.job_heads",
+    "run_finished.final_heads",
+)
+
+
+@pytest.fixture
+def run(good_run: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(good_run, target)
+    return target
+
+
+def _seal(ftaudit: Invoke, run: Path, out: Path, *args: str) -> dict:
+    result = ftaudit("seal", run, "-o", out, *args)
+    check_exit(result, 0)
+    return json.loads(out.read_text())
+
+
+def test_a_sealed_run_verifies_against_its_seal(ftaudit: Invoke, run: Path, tmp_path: Path) -> None:
+    seal = _seal(ftaudit, run, tmp_path / "seal.json")
+    assert set(seal["heads"]) == {p.name for p in (run / "events").iterdir()}
+    assert seal["mac"] == ""
+    check_exit(ftaudit("verify", run, "--manifest", tmp_path / "seal.json"), 0)
+
+
+def test_a_forged_history_fails_against_the_seal(
+    ftaudit: Invoke, run: Path, tmp_path: Path
+) -> None:
+    _seal(ftaudit, run, tmp_path / "seal.json")
+    _forge_history(run)
+    # without a seal the forgery holds: every digest, link and record is consistent
+    check_exit(ftaudit("verify", run, "--rule", "FT001", "--require-finished"), 0)
+    result = ftaudit(
+        "verify", run, "--rule", "FT001", "--format", "json", "--manifest", tmp_path / "seal.json"
+    )
+    check_exit(result, 1)
+    found = [v for r in json.loads(result.stdout)["results"] for v in r["violations"]]
+    assert any("the seal recorded" in v["message"] for v in found), found
+
+
+def test_an_added_writer_fails_against_the_seal(ftaudit: Invoke, run: Path, tmp_path: Path) -> None:
+    _seal(ftaudit, run, tmp_path / "seal.json")
+    log = RunLog.attach(run, 0)
+    log.writer(Trainer(cell_index=7, rank_within_cell=0)).log(
+        Metric(step=0, attempt=0, values={"loss": 0.0})
+    )
+    log.close()
+    result = ftaudit("verify", run, "--format", "json", "--manifest", tmp_path / "seal.json")
+    check_exit(result, 1)
+    kinds = [v["kind"] for r in json.loads(result.stdout)["results"] for v in r["violations"]]
+    assert "seal_mismatch" in kinds
+
+
+def test_a_signed_seal_needs_its_key_and_refuses_edits(
+    ftaudit: Invoke, run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    out = tmp_path / "seal.json"
+    result = ftaudit("seal", run, "-o", out, "--key-file", key_file)
+    check_exit(result, 0)
+    assert KEY not in result.stdout + result.stderr + out.read_text()  # never shown
+    assert "signed" in result.stderr
+    check_exit(ftaudit("verify", run, "--manifest", out, "--key-file", key_file), 0)
+    monkeypatch.setenv("FTAUDIT_HMAC_KEY", KEY)
+    check_exit(ftaudit("verify", run, "--manifest", out), 0)  # the key from the environment
+    monkeypatch.delenv("FTAUDIT_HMAC_KEY")
+
+    missing = ftaudit("verify", run, "--manifest", out)
+    check_exit(missing, 2)
+    assert "the seal is signed; give its key" in missing.stderr
+
+    # a forger rewrites the history and re-seals the heads without the key
+    _forge_history(run)
+    forged = json.loads(out.read_text())
+    unsigned = tmp_path / "unsigned.json"
+    _seal(ftaudit, run, unsigned)
+    forged["heads"] = json.loads(unsigned.read_text())["heads"]
+    out.write_text(json.dumps(forged))
+    result = ftaudit("verify", run, "--manifest", out, "--key-file", key_file)
+    check_exit(result, 2)
+    assert "signature does not match" in result.stderr and KEY not in result.stderr
+    # nor can the signature be stripped: with a key, an unsigned seal is refused
+    downgraded = ftaudit("verify", run, "--manifest", unsigned, "--key-file", key_file)
+    check_exit(downgraded, 2)
+    assert "not signed" in downgraded.stderr
+
+
+def test_a_bad_seal_file_is_exit_2_naming_it(ftaudit: Invoke, run: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "seal.json"
+    bad.write_text('{"run_id": 1}')
+    result = ftaudit("verify", run, "--manifest", bad)
+    check_exit(result, 2)
+    assert result.stderr.startswith(f"error: {bad}: not an ftaudit seal")
+
+
+def test_segments_are_listed_explicitly(run: Path) -> None:
+    assert segments(run)  # the helper the forgery uses sees the run's files
