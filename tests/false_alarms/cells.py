@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ftaudit.trainer_hooks import DriverSession, WitnessInfo, ranks
+from ftaudit.trainer_hooks import DriverSession, WitnessInfo, errored, ranks
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 from ftaudit.verifier import Report, verify
 from tests.trainer_hooks.torch.models import VOCAB, make_model
@@ -100,6 +100,7 @@ class Job:
     items: Callable[[np.ndarray], np.ndarray] = lambda s: s
     """The dataset item each sample index (stream position) reads; tokens come from it."""
     model_factory: Callable[[], nn.Module] = field(default=lambda: make_model(seed=0))
+    dead: set[int] = field(default_factory=set)
 
     @classmethod
     def start(
@@ -167,9 +168,17 @@ class Job:
         return out
 
     def attempt(
-        self, step: int, attempt: int, samples: Sequence[int], *, discard: bool = False
+        self,
+        step: int,
+        attempt: int,
+        samples: Sequence[int],
+        *,
+        discard: bool = False,
+        dies: int | None = None,
     ) -> tuple[bool, WitnessInfo | None]:
-        """Train one attempt on every cell; cell 0 votes to discard when ``discard``."""
+        """Train one attempt on every cell; cell 0 votes to discard when ``discard``; cell
+        ``dies`` dies right after the gradient exchange (it logs nothing more, and what
+        its writer had not flushed is lost with it)."""
         arr = np.asarray(samples, dtype=np.int64)
         info = self.driver.allocate(step, attempt, arr) if len(arr) else None
         ids = info.witness_ids if info else []
@@ -191,7 +200,10 @@ class Job:
                     )
         self._allreduce()
         stale = info.stale_ids if info else []
-        for replica in self.replicas:
+        for cell, replica in enumerate(self.replicas):
+            if cell == dies:
+                self.dead.add(cell)  # never flushed or closed again: its buffer dies with it
+                continue
             with replica.hooks.step(step, attempt):
                 if discard:
                     replica.hooks.after_discard(stale)
@@ -200,6 +212,8 @@ class Job:
                     replica.hooks.after_optimizer_step(stale, checksum=True)
         outcome = "discarded_should_retry" if discard else "normal"
         cells = {c: ranks(outcome if c == 0 else "normal") for c in range(len(self.replicas))}
+        if dies is not None:
+            cells[dies] = errored()
         return self.driver.end_attempt(step, attempt, cells), info
 
     def _allreduce(self) -> None:
@@ -226,13 +240,16 @@ class Job:
 
     def die(self) -> None:
         """The job is killed: what was flushed stays, nothing else is logged."""
-        for replica in self.replicas:
+        for cell, replica in enumerate(self.replicas):
+            if cell in self.dead:
+                continue
             replica.hooks.flush()
         self.driver.flush()
 
     def finish(self) -> Report:
-        for replica in self.replicas:
-            replica.hooks.close()
+        for cell, replica in enumerate(self.replicas):
+            if cell not in self.dead:
+                replica.hooks.close()
         self.driver.finish()
         return verify(self.run_dir)
 

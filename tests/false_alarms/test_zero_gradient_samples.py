@@ -89,3 +89,24 @@ def test_a_step_without_samples_is_checked(tmp_path: Path) -> None:
     assert report.passed(strict=True), failures(report)
     ft004 = next(r for r in report.results if r.code == "FT004")
     assert ft004.checked == 6 * 2 * 2  # every committed step, both cells, head and tail
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_cell_dying_after_the_exchange_keeps_its_excusals(tmp_path: Path, durable: bool) -> None:
+    """Cell 0 dies right after the gradient exchange of the last step; cell 1 commits the
+    whole batch. Its advantage summary was flushed before the exchange (the hooks'
+    default), so its zero-advantage samples stay excused; unflushed, they read as lost."""
+    job = Job.start(tmp_path / "run", loss=policy(), advantages=_groups, log_advantages=True)
+    if not durable:
+        hooks = job.replicas[0].hooks
+        log = hooks.log_sample_advantages
+        hooks.log_sample_advantages = lambda *a, **k: log(*a, **{**k, "flush": False})  # type: ignore[method-assign]
+    for step in range(3):
+        job.step(step, range(8 * step, 8 * step + 8))
+    job.attempt(3, 0, range(24, 32), dies=0)  # samples 24..27: a zero-advantage group
+    report = job.finish()
+    if durable:
+        assert report.passed(strict=True), failures(report)
+    else:
+        found = {(v.kind, v.location.step) for r in report.results for v in r.violations}
+        assert ("missing", 3) in found, failures(report)

@@ -374,8 +374,13 @@ class TrainerHooks:
         all_zero: Sequence[bool] | torch.Tensor,
         *,
         pure_advantage_loss: bool,
+        flush: bool = True,
     ) -> None:
         """Per local sample: witness id, local token count, whether every advantage was zero.
+
+        Call it before the gradient exchange; it flushes by default, so the evidence is
+        durable even if this rank dies right after the exchange (its peers then commit
+        its shard, and without the summary its zero-gradient samples would read as lost).
 
         A sample whose gradient is exactly zero legitimately leaves no trace in the
         witness; this is what lets the verifier excuse it: one with no loss tokens (summed
@@ -393,6 +398,8 @@ class TrainerHooks:
                 pure_advantage_loss=pure_advantage_loss,
             )
         )
+        if flush:
+            self.writer.flush()
 
     def log_advantages(
         self,
@@ -401,11 +408,12 @@ class TrainerHooks:
         loss_mask: torch.Tensor | None = None,
         *,
         pure_advantage_loss: bool,
+        flush: bool = True,
     ) -> None:
         """:meth:`log_sample_advantages` from per-token tensors [batch, seq] of this rank."""
         counts, all_zero = advantage_summary(advantages, loss_mask)
         self.log_sample_advantages(
-            witness_ids, counts, all_zero, pure_advantage_loss=pure_advantage_loss
+            witness_ids, counts, all_zero, pure_advantage_loss=pure_advantage_loss, flush=flush
         )
 
     # -- checksums and checkpoints -------------------------------------------------------
