@@ -25,6 +25,14 @@ def forkserver() -> multiprocessing.context.BaseContext:
     return ctx
 
 
+def _lines(progress: Path) -> int:
+    """Lines the child has written to its progress file: its writer id, then one per flush."""
+    try:
+        return len(progress.read_text().split())
+    except FileNotFoundError:
+        return 0
+
+
 def test_sigkill_at_random_points_loses_only_the_unflushed_tail(tmp_path: Path, forkserver):
     rng = random.Random(1234)
     run_dir = tmp_path / "run"
@@ -35,11 +43,14 @@ def test_sigkill_at_random_points_loses_only_the_unflushed_tail(tmp_path: Path, 
             target=write_until_killed, args=(str(run_dir), str(progress), trial)
         )
         proc.start()
-        # wait until the child has started, then let it run for a random while
+        # Wait for a random number of the child's flushes (counted, not timed, so a loaded
+        # machine changes nothing), then kill it a random while later: before its first
+        # flush, between flushes or in the middle of one.
+        flushes = rng.randint(0, 3)
         deadline = time.monotonic() + 120  # generous: a loaded machine starts children slowly
-        while not progress.exists() and time.monotonic() < deadline:
+        while _lines(progress) < 1 + flushes and time.monotonic() < deadline:
             time.sleep(0.002)
-        assert progress.exists(), "the writer child never started"
+        assert _lines(progress) >= 1 + flushes, "the writer child never got that far"
         time.sleep(rng.uniform(0.0, 0.15))
         os.kill(proc.pid, signal.SIGKILL)
         proc.join()
