@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from tests.cli.runs import write_run
-from tests.reliability.corrupt import BadVerdict, verdict
+from tests.support.cli_runs import write_run
+from tests.support.corrupt import BadVerdict, verdict
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 Every damaged copy of a clean run must make ``ft-verify`` exit 1 (a rule failed) or 2 (the
 input is unusable) with one clear line, never 0 and never a traceback. Prints how often
 each kind of damage was tried and which exit code it got. The corruptions are in
-``tests/reliability/corrupt.py``.
+``tests/support/corrupt.py``.
 
 Run: ``.venv/bin/python benchmarks/torture/fuzz_readers.py [--examples 1500]``
 """
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.cli.runs import write_run
-from tests.reliability.corrupt import CORRUPTIONS, damage_copy
+from tests.support.cli_runs import write_run
+from tests.support.corrupt import CORRUPTIONS, damage_copy
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from ftaudit.dataset import DatasetManifest, build_manifest, read_manifest
 from ftaudit.trainer_hooks import DriverSession
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 DATASET = """
 import numpy as np

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 
 def test_no_query_lists_views_and_columns(ftaudit: Invoke, good_run: Path) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from ftaudit.eventlog import EventRegistry, EventWriter, RunLog, Trainer
 from ftaudit.eventlog.events import BUILTIN_EVENTS, Event
-from tests.cli.conftest import Invoke, check_exit
-from tests.cli.runs import segments, write_foreign_parquet
+from tests.support.cli import Invoke, check_exit
+from tests.support.cli_runs import segments, write_foreign_parquet
 
 
 class GpuTemperature(Event):

@@ -18,7 +18,7 @@ from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import Metric
 from ftaudit.export import committed_metrics, write_tensorboard
 from ftaudit.export.tfrecord import crc32c
-from tests.verifier.builder import NORMAL, RunBuilder
+from tests.support.builder import NORMAL, RunBuilder
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 

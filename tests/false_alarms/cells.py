@@ -20,7 +20,7 @@ from torch import nn
 from ftaudit.trainer_hooks import DriverSession, WitnessInfo, errored, ranks
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 from ftaudit.verifier import Report, verify
-from tests.trainer_hooks.torch.models import VOCAB, make_model
+from tests.support.torch_models import VOCAB, make_model
 
 SEQ = 6
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from ftaudit.verifier import verify
 from tests.false_alarms.cells import Job, failures
-from tests.trainer_hooks.torch.models import HIDDEN, TinyTransformer
+from tests.support.torch_models import HIDDEN, TinyTransformer
 
 pytestmark = pytest.mark.slow
 LOCAL = ("buffer/norm.running_mean", "buffer/norm.running_var")

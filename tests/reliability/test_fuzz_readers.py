@@ -1,6 +1,6 @@
 """Damaged runs (hypothesis picks the damage): ``ft-verify`` exits 1 or 2, clearly, never 0.
 
-The corruptions are in :mod:`tests.reliability.corrupt`; the 1,500-input run with its
+The corruptions are in :mod:`tests.support.corrupt`; the 1,500-input run with its
 figures is ``benchmarks/torture/fuzz_readers.py``.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.cli.runs import write_run
-from tests.reliability.corrupt import CORRUPTIONS, Verdict, damage_copy, verdict
+from tests.support.cli_runs import write_run
+from tests.support.corrupt import CORRUPTIONS, Verdict, damage_copy, verdict
 
 KINDS = sorted(CORRUPTIONS)
 SEEN: Counter[tuple[str, int]] = Counter()

@@ -9,10 +9,7 @@ import pytest
 from ftaudit.verifier import verify
 from ftaudit.verifier.history import collect
 from ftaudit.verifier.render.html import render_html
-from tests.cli.conftest import check_exit, ftaudit  # noqa: F401  (fixtures)
 from tests.report.runs import write_clean_run, write_faulty_run
-
-__all__ = ["check_exit"]
 
 
 @pytest.fixture(scope="session")

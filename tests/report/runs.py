@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from ftaudit.eventlog import CellReconfigured, ChecksumWhen, FaultInjected, FaultMode, Metric
-from tests.verifier.builder import DISCARDED, ERRORED, NORMAL, Incarnation, RunBuilder
+from tests.support.builder import DISCARDED, ERRORED, NORMAL, Incarnation, RunBuilder
 
 B = 40
 CELLS = 2

@@ -10,8 +10,8 @@ import pytest
 
 from ftaudit.errors import UnusableInputError
 from ftaudit.verifier.compare import Kind, Reduce, committed_metrics, compare_runs
-from tests.cli.conftest import Invoke, check_exit
 from tests.report.runs import STEPS, loss_at, write_clean_run, write_faulty_run
+from tests.support.cli import Invoke, check_exit
 
 
 @pytest.fixture(scope="module")

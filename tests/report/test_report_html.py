@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.cli.conftest import Invoke, check_exit
 from tests.report.chromium import inspect_png, load, screenshot
+from tests.support.cli import Invoke, check_exit
 
 
 def _ids(page: str) -> set[str]:

@@ -10,7 +10,7 @@ from ftaudit.verifier import verify
 from ftaudit.verifier.history import collect
 from ftaudit.verifier.render.show import render_show
 from ftaudit.verifier.rules import RULES
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 
 def test_show_tells_the_story_of_the_faulty_run(ftaudit: Invoke, faulty_run: Path) -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.cli.conftest import Invoke, check_exit
-from tests.cli.runs import segments
-from tests.reliability.corrupt import FORGED_RUNS, ID_SETS, forge_digest, forge_id_set, load_segment
+from tests.support.cli import Invoke, check_exit
+from tests.support.cli_runs import segments
+from tests.support.corrupt import FORGED_RUNS, ID_SETS, forge_digest, forge_id_set, load_segment
 
 FAST = {("witness_allocated.witness_ids", k) for k in FORGED_RUNS} | {
     ("witness_snapshot.nonzero_ids", "huge")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ftaudit.cli.sql_cmd import DEFAULT_TIMEOUT_S
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 ENDLESS = {
     "aggregate": "SELECT sum(hash(range)) FROM range(100000000000000)",

@@ -19,8 +19,8 @@ import pytest
 
 from ftaudit import connect
 from ftaudit.verifier import Report, verify
-from tests.cli.conftest import Invoke, check_exit
-from tests.cli.runs import segments
+from tests.support.cli import Invoke, check_exit
+from tests.support.cli_runs import segments
 
 NAMES = {  # run name -> the sibling its glob would match
     "brackets": ("g[1]", "g1"),

@@ -15,7 +15,7 @@ import pytest
 
 from ftaudit.errors import RunFileError, UnusableInputError
 from ftaudit.eventlog import RunLog
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 BAD = {
     "number": '{"run_id": 123}',

@@ -19,8 +19,8 @@ import pytest
 
 from ftaudit.eventlog import Metric, RunLog, Trainer
 from ftaudit.eventlog.segment import DIGEST_KEY, DIGEST_PLACEHOLDER, write_atomically
-from tests.cli.conftest import Invoke, check_exit
-from tests.cli.runs import segments
+from tests.support.cli import Invoke, check_exit
+from tests.support.cli_runs import segments
 
 KEY = "correct horse battery staple"
 

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 import ftaudit
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 ATTACKS = {
     "copy-to": "COPY (SELECT * FROM events) TO '.tmp/leak.csv'",

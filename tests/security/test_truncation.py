@@ -30,7 +30,7 @@ from ftaudit.eventlog import (
     WriterOptions,
     read_records,
 )
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 OPTIONS = WriterOptions(fsync=False, flush_interval_s=3600)
 

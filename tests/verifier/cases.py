@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.verifier.builder import RunBuilder
+from tests.support.builder import RunBuilder
 
 
 @dataclass(frozen=True)

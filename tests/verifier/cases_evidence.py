@@ -14,7 +14,7 @@ from ftaudit.eventlog import (
     WitnessGradient,
 )
 from ftaudit.eventlog.events import CheckpointRef
-from tests.verifier.builder import Incarnation, RunBuilder, runs
+from tests.support.builder import Incarnation, RunBuilder, runs
 from tests.verifier.cases import Case, Expect
 
 CKPT1 = CheckpointRef(iteration=1, incarnation=0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftaudit.eventlog import CheckpointRef, ChecksumWhen
-from tests.verifier.builder import DISCARDED, NORMAL, RunBuilder
+from tests.support.builder import DISCARDED, NORMAL, RunBuilder
 from tests.verifier.cases import Case, Expect
 
 B = 20  # keep = 14, B - keep = 6

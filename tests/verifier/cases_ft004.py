@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftaudit.eventlog import CheckpointRef
-from tests.verifier.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
+from tests.support.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
 from tests.verifier.cases import Case, Expect
 
 

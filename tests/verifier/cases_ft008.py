@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ftaudit.dataset import DatasetManifest, fingerprint
-from tests.verifier.builder import ERRORED, NORMAL, Incarnation, RunBuilder
+from tests.support.builder import ERRORED, NORMAL, Incarnation, RunBuilder
 from tests.verifier.cases import Case, Expect
 
 FP = [fingerprint(np.arange(i, i + 4)) for i in range(16)]

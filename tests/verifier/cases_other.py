@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ftaudit.eventlog import CheckpointRef, ChecksumWhen, IntRuns, RunLog
-from tests.verifier.builder import DISCARDED, NORMAL, OPTIONS, RunBuilder
+from tests.support.builder import DISCARDED, NORMAL, OPTIONS, RunBuilder
 from tests.verifier.cases import Case, Expect
 from tests.verifier.cases_ft004 import restart_ok
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ftaudit.verifier import verify
 from ftaudit.verifier.render import render
-from tests.verifier.builder import RunBuilder
+from tests.support.builder import RunBuilder
 from tests.verifier.cases_ft008 import order_changed_at_resume, shuffled
 
 

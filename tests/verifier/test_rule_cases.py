@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ftaudit.verifier import Violation, verify
+from tests.support.builder import RunBuilder
 from tests.verifier import (
     cases_evidence,
     cases_false_alarms,
@@ -14,7 +15,6 @@ from tests.verifier import (
     cases_ft008,
     cases_other,
 )
-from tests.verifier.builder import RunBuilder
 from tests.verifier.cases import Case, Expect
 
 ALL_CASES: tuple[Case, ...] = (

@@ -15,7 +15,7 @@ from ftaudit.eventlog import Driver, Event, EventRegistry, EventWriter
 from ftaudit.eventlog.events import BUILTIN_EVENTS
 from ftaudit.verifier import UnknownRuleError, verify
 from ftaudit.verifier.rules import RULES
-from tests.verifier.builder import OPTIONS, RunBuilder
+from tests.support.builder import OPTIONS, RunBuilder
 from tests.verifier.cases_ft004 import restart_ok
 
 

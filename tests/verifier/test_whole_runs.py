@@ -17,7 +17,7 @@ import pytest
 
 from ftaudit.eventlog import ChecksumWhen
 from ftaudit.verifier import Report, verify
-from tests.verifier.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
+from tests.support.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
 
 GOLDEN = Path(__file__).parent / "golden"
 

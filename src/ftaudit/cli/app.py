@@ -21,7 +21,7 @@ from ftaudit.cli import (
     synth_cmd,
     verify_cmd,
 )
-from ftaudit.cli.terminal import run_app
+from ftaudit.cli.terminal import run_app, version_option
 
 app = typer.Typer(
     name="ftaudit",
@@ -30,6 +30,16 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=version_option, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Prove that a fault-tolerant training run trained every sample exactly once."""
+
 
 # One line per command (later: demo, show, report, compact, synth, compare).
 app.command("verify")(verify_cmd.verify)

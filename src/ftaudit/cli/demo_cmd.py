@@ -16,6 +16,24 @@ import typer
 from ftaudit.cli import exit_codes
 from ftaudit.cli.terminal import Terminal, abort, emit, guarded, say
 
+DEMO_NEEDS = ("ray", "torch", "torchft")
+"""What the ``ray`` extra installs and the demo's processes import."""
+
+
+def _missing_modules(names: tuple[str, ...]) -> list[str]:
+    """The modules of ``names`` this interpreter cannot import (found without importing)."""
+    import importlib.util
+
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
 
 class ObjectiveChoice(StrEnum):
     RL = "rl"
@@ -49,7 +67,8 @@ def demo(
 ) -> None:
     """Train a tiny model on Ray with faults and restarts, then verify it exactly-once.
 
-    Exit codes: the verifier's (0 verified, 1 violations, 2 could not run or verify).
+    Exit codes: the verifier's (0 verified, 1 violations, 2 could not run or verify);
+    4 without the ray extra (torch, Ray, torchft).
     """
     from ftaudit.demo.bugs import BUGS, get_bug
 
@@ -58,19 +77,21 @@ def demo(
         raise typer.Exit(exit_codes.OK)
     if faults is not None and no_faults:
         abort("--faults and --no-faults exclude each other", exit_codes.UNUSABLE)
+    missing = _missing_modules(DEMO_NEEDS)
+    if missing:  # before anything is created: a core install leaves nothing behind
+        abort(
+            f"the demo needs {', '.join(missing)}: install ftaudit[ray] "
+            "(pip install 'ftaudit[ray]')",
+            exit_codes.MISSING_EXTRA,
+        )
     try:
         get_bug(bug)
     except ValueError as exc:
         abort(str(exc), exit_codes.UNUSABLE)
 
-    try:
-        from ftaudit.demo.config import DemoConfig
-        from ftaudit.demo.run import new_run_dir, run_demo
-        from ftaudit.demo.schedule import DemoSchedule, default_schedule
-    except ImportError as exc:
-        abort(
-            f"the demo needs the ray extra (pip install 'ftaudit[ray]'): {exc}", exit_codes.UNUSABLE
-        )
+    from ftaudit.demo.config import DemoConfig
+    from ftaudit.demo.run import new_run_dir, run_demo
+    from ftaudit.demo.schedule import DemoSchedule, default_schedule
 
     if no_faults:
         schedule = DemoSchedule()

@@ -22,5 +22,9 @@ QUERY_FAILED: Final = 3
 """``ftaudit sql`` only: the query was rejected (syntax, unknown view, or an attempt to
 touch files outside the run, which the sandbox forbids)."""
 
+MISSING_EXTRA: Final = 4
+"""The command needs an optional dependency that is not installed (``ftaudit demo`` without
+the ``ray`` extra); the message names the ``pip install`` that provides it."""
+
 INTERRUPTED: Final = 130
 """Stopped by Ctrl-C (128 + SIGINT, as shells report it)."""

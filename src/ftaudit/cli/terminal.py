@@ -92,6 +92,15 @@ def internal_error(exc: BaseException) -> str:
     )
 
 
+def version_option(value: bool) -> None:
+    """``--version``: print the version and exit (an eager option of every entry point)."""
+    if value:
+        from ftaudit import __version__
+
+        print(f"ftaudit {__version__}")
+        raise typer.Exit(exit_codes.OK)
+
+
 def run_app(app: typer.Typer, prog_name: str) -> None:
     """Run a typer app as a script: the last net under every command.
 

@@ -16,6 +16,7 @@ from ftaudit.cli.terminal import (
     guarded,
     run_app,
     say,
+    version_option,
 )
 
 
@@ -107,6 +108,12 @@ def verify(
             "$FTAUDIT_HMAC_KEY).",
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=version_option, is_eager=True, help="Print the version."
+        ),
+    ] = False,
 ) -> None:
     """Verify that a run trained every sample exactly once.
 

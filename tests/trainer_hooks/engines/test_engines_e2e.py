@@ -30,8 +30,8 @@ from ftaudit.trainer_hooks.torch import (
     without_witnesses,
 )
 from ftaudit.verifier import Report, verify
+from tests.support.torch_models import lm_loss, make_model, tokens
 from tests.trainer_hooks.engines.fake_engines import FakeEngine, serve
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B, BATCH, SEQ, STEPS, BROKEN_STEP = 32, 4, 6, 3, 1

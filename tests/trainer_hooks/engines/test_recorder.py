@@ -27,8 +27,8 @@ from ftaudit.trainer_hooks.engines import (
     VLLMEngine,
 )
 from ftaudit.trainer_hooks.torch import install_witnesses, tensor_hash
+from tests.support.torch_models import make_model
 from tests.trainer_hooks.engines.fake_engines import FakeEngine, serve
-from tests.trainer_hooks.torch.models import make_model
 
 pytestmark = pytest.mark.torch
 

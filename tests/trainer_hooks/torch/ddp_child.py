@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 WORLD, SEQ = 2, 6
 

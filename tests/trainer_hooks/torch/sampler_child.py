@@ -34,7 +34,7 @@ from ftaudit.trainer_hooks.torch import (
     install_witnesses,
     sample_token_ids,
 )
-from tests.trainer_hooks.torch.models import VOCAB, lm_loss, make_model
+from tests.support.torch_models import VOCAB, lm_loss, make_model
 
 ITEMS, SEQ, BATCH, B, SEED, EVERY = 24, 6, 3, 64, 17, 3
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ftaudit.trainer_hooks.torch import install_witnesses, state_hashes, tensor_hash
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
 

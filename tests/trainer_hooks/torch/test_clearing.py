@@ -14,7 +14,7 @@ from ftaudit.trainer_hooks.torch import (
     nonzero_rows,
     sample_token_ids,
 )
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B = 32

@@ -14,7 +14,7 @@ from ftaudit.eventlog import DataOrder, LoaderState, SampleFingerprints, read_re
 from ftaudit.trainer_hooks import DriverSession, ranks
 from ftaudit.trainer_hooks.torch import SamplerStream, TrainerHooks, install_witnesses
 from ftaudit.verifier import verify
-from tests.trainer_hooks.torch.models import VOCAB, make_model
+from tests.support.torch_models import VOCAB, make_model
 
 pytestmark = pytest.mark.torch
 

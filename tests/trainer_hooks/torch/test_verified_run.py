@@ -11,7 +11,7 @@ import torch
 
 from ftaudit.trainer_hooks import DriverSession, ranks
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 B, BATCH, SEQ = 40, 4, 6

@@ -19,7 +19,7 @@ from ftaudit.trainer_hooks.torch import (
     sample_token_ids,
     without_witnesses,
 )
-from tests.trainer_hooks.torch.models import (
+from tests.support.torch_models import (
     HIDDEN,
     bitwise_equal,
     lm_loss,

@@ -26,7 +26,7 @@ from ftaudit.trainer_hooks.torch import (
     install_witnesses,
     sample_token_ids,
 )
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B, BATCH, SEQ = 40, 4, 6  # one step may allocate B - floor(0.7 B) = 12 ids

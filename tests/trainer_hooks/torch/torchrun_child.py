@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ftaudit.trainer_hooks import FaultSchedule
 from ftaudit.trainer_hooks.torch import DistributedRun, install_witnesses, sample_token_ids
-from tests.trainer_hooks.torch.models import VOCAB, lm_loss, make_model
+from tests.support.torch_models import VOCAB, lm_loss, make_model
 
 STEPS, BATCH, SEQ, B = 6, 2, 6, 40
 CHECKPOINT_EVERY = 2  # checkpoints at iterations 1 and 3

@@ -27,7 +27,7 @@ import ftaudit
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen
 from ftaudit.trainer_hooks import DriverSession, FaultSchedule, FaultSpec, ranks
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
-from tests.trainer_hooks.torch.models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_loss, make_model, tokens
 
 BUGS = (
     "restore_skipped",
