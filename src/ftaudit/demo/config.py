@@ -59,8 +59,10 @@ class DemoConfig:
     checkpoint_every: int = 3
     """Save after every step s with (s + 1) % checkpoint_every == 0."""
     lr: float = 1e-2
-    heartbeat_timeout_s: float = 2.0
-    """A cell whose training thread made no progress for this long is declared hung."""
+    heartbeat_timeout_s: float = 10.0
+    """A cell whose training thread made no progress for this long is declared hung. Well
+    above a step's time on a loaded machine: at 2 s, cores shared by a dozen processes made
+    healthy cells look hung, and killing every cell of a step failed the run."""
     collective_timeout_s: float = 30.0
     """Gloo timeout; longer than the heartbeat so a hang is found by the heartbeat first."""
     faults_json: str = "{}"
