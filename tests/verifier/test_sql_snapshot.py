@@ -1,0 +1,64 @@
+"""The SQL the views define and the rules run is a public surface too: a snapshot makes every
+change to it a deliberate diff (style guide §5).
+
+Regenerate with ``FTAUDIT_UPDATE_SNAPSHOT=1 pytest tests/verifier/test_sql_snapshot.py``
+and review the diff of ``sql_snapshot.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ftaudit.verifier import verify
+from ftaudit.verifier.history import collect
+from ftaudit.verifier.session import Session
+
+SNAPSHOT = Path(__file__).with_name("sql_snapshot.json")
+
+
+def _one_line(sql: str) -> str:
+    return re.sub(r"\s+", " ", sql).strip()
+
+
+def _sql_now(run: Path) -> dict[str, dict[str, list[str]]]:
+    """Every view's definition, and every query a full verification and the report's
+    history run, by label (the session's chokepoint sees them all)."""
+    queries: dict[str, set[str]] = defaultdict(set)
+    with Session.open(run) as session:
+        views = {
+            r["view_name"]: [_one_line(r["sql"])]
+            for r in session.rows(
+                "SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY view_name"
+            )
+        }
+        real_query = session.query
+
+        def recording(sql: str, params: Sequence[Any] = (), *, label: str = "") -> Any:
+            queries[label or "(unlabelled)"].add(_one_line(sql))
+            return real_query(sql, params, label=label)
+
+        session.query = recording  # type: ignore[method-assign]
+        verify(session)
+        collect(session)
+    return {
+        "views": views,
+        "queries": {label: sorted(sqls) for label, sqls in sorted(queries.items())},
+    }
+
+
+def test_the_sql_matches_the_snapshot(good_run: Path) -> None:
+    now = _sql_now(good_run)
+    if os.environ.get("FTAUDIT_UPDATE_SNAPSHOT"):
+        SNAPSHOT.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    stored = json.loads(SNAPSHOT.read_text())
+    for part in ("views", "queries"):
+        changed = sorted(set(stored[part]) ^ set(now[part])) or sorted(
+            k for k in now[part] if now[part][k] != stored[part][k]
+        )
+        assert not changed, f"{part} changed: {changed[:10]} (see this module's docstring)"
