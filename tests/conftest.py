@@ -22,8 +22,12 @@ settings.load_profile("ftaudit")
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_env(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
+    # writers that lose events leave last-chance records here, not in the machine's temp dir
+    monkeypatch.setenv("FTAUDIT_FALLBACK_DIR", str(tmp_path_factory.getbasetemp() / "fallback"))
     monkeypatch.setenv("COLUMNS", "120")
     os.environ.pop("FORCE_COLOR", None)
 

@@ -90,6 +90,15 @@ def verify(
             "running, or its end deleted); name writers no record vouches for.",
         ),
     ] = False,
+    fallback: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--fallback-dir",
+            metavar="DIR",
+            help="Also read writers' last-chance records (lost events) from DIR; repeatable "
+            "(always read: $FTAUDIT_FALLBACK_DIR, else <temp dir>/ftaudit-fallback).",
+        ),
+    ] = None,
     manifest: Annotated[
         Path | None,
         typer.Option(
@@ -138,7 +147,11 @@ def verify(
                 progress=progress,
                 since_step=since_step,
                 data_manifests=tuple(data_manifest or ()),
-                anchors=Anchors(require_finished=require_finished, seal=seal),
+                anchors=Anchors(
+                    require_finished=require_finished,
+                    fallback_dirs=tuple(str(d) for d in fallback or ()),
+                    seal=seal,
+                ),
             )
         )
 

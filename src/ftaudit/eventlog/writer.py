@@ -13,15 +13,19 @@ import logging
 import os
 import secrets
 import signal
+import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+
 from ftaudit.errors import WriterError
 from ftaudit.eventlog.context import current
 from ftaudit.eventlog.events import Event
+from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import segment_path
 from ftaudit.eventlog.segment import (
@@ -57,6 +61,10 @@ class WriterOptions:
     """Raise from ``flush``/``log`` when the disk fails, instead of warning and counting."""
     max_buffered: int = 1_000_000
     """Beyond this many unflushable events the oldest are dropped (a visible sequence gap)."""
+    fallback_dir: str | None = None
+    """Where a writer that lost events leaves its last-chance record at close (default:
+    ``$FTAUDIT_FALLBACK_DIR``, else ``<temp dir>/ftaudit-fallback``; see
+    :mod:`ftaudit.eventlog.fallback`)."""
 
 
 def new_writer_id(source: Source, incarnation: int) -> str:
@@ -100,6 +108,7 @@ class EventWriter:
         self._oldest_ns: int | None = None
         self._closed = False
         self._warned = False
+        self._reported = False  # lost events were reported (stderr, last-chance record)
         self._wake = threading.Event()
         self._thread = threading.Thread(
             target=self._flush_loop, name=f"ftaudit-flush-{self.writer_id}", daemon=True
@@ -182,15 +191,53 @@ class EventWriter:
         return self._durable_seq
 
     def close(self) -> None:
-        """Flush and stop the background thread. Idempotent."""
+        """Flush and stop the background thread; report lost events loudly. Idempotent."""
         if self._closed:
             return
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self.report_losses()
         self._closed = True
         self._wake.set()
         _open_writers.discard(self)
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=5)
+
+    def report_losses(self) -> LostEvents | None:
+        """If events were lost (dropped, or still unwritten), say so on stderr and leave a
+        last-chance record in the fallback directory; once per writer. Never raises."""
+        with self._lock:
+            unflushed = len(self._buffer)
+        dropped = self._dropped_pending  # drops a sealed footer already told are in the run
+        if (dropped == 0 and unflushed == 0) or self._reported:
+            return None
+        self._reported = True
+        record = LostEvents(
+            run_id=self.run_id,
+            run_dir=str(self.run_dir),
+            writer=self.writer_id,
+            logged=self._next_seq,
+            durable_seq=self._durable_seq,
+            dropped=dropped,
+            unflushed=unflushed,
+            write_errors=self.stats.write_errors,
+        )
+        try:
+            path = write_last_chance(record, fallback_dir(self.options.fallback_dir))
+            where = f"last-chance record {path}"
+        except OSError as exc:
+            where = f"no last-chance record could be written ({exc.strerror or exc})"
+        try:
+            sys.stderr.write(
+                f"ftaudit: LOST {record.lost} of {record.logged} events of writer "
+                f"{self.writer_id} (run {self.run_dir}): {dropped} dropped, {unflushed} never "
+                f"written, after {record.write_errors} failed flushes; {where}\n"
+            )
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # stderr closed: the record is all that is left
+        return record
 
     def __enter__(self) -> EventWriter:
         return self
@@ -303,6 +350,13 @@ def flush_all() -> None:
             log.warning("ftaudit: final flush of %s failed: %s", writer.writer_id, exc)
 
 
+def _at_exit() -> None:
+    """The last flush of every open writer, and the report of whatever could not be."""
+    flush_all()
+    for writer in list(_open_writers):
+        writer.report_losses()
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
     flush_all()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -322,7 +376,12 @@ def _install_exit_hooks() -> None:
     if _hooks_installed:
         return
     _hooks_installed = True
-    atexit.register(flush_all)
+    # pyarrow imports pandas the first time it converts Python values, and pandas then
+    # registers exit hooks of its own: at exit (a final flush after no earlier one) that
+    # import fails ("can't register atexit after shutdown") and the flush is lost. So the
+    # first conversion happens now.
+    pa.array([0])
+    atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_disown_after_fork)
     if threading.current_thread() is threading.main_thread():
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

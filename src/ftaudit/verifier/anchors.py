@@ -21,6 +21,9 @@ class Anchors:
     require_finished: bool = False
     """The last incarnation must have logged ``run_finished`` (``--require-finished``):
     a run cut short (a crash, or its end deleted) fails instead of verifying what is left."""
+    fallback_dirs: tuple[str, ...] = ()
+    """Folders of writers' last-chance records (``--fallback-dir``), searched besides the
+    default one (:func:`ftaudit.eventlog.fallback.fallback_dir`)."""
     seal: Seal | None = None
     """A seal kept outside the run (``--manifest``), its signature already checked: the
     run must still reach every head it names, and have no writer it does not name."""

@@ -9,6 +9,7 @@ from typing import ClassVar
 import pyarrow.parquet as pq
 
 from ftaudit.errors import RunFileError
+from ftaudit.eventlog.fallback import fallback_dir, read_last_chance
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
 from ftaudit.eventlog.run import claimed_incarnations, read_run_id
 from ftaudit.eventlog.rundir import RUN_FILE
@@ -79,6 +80,7 @@ class LogIntegrity(Rule):
         "unfinished": "--require-finished: the last incarnation logged no run_finished",
         "unvouched_tail": "--require-finished: a writer's events past every recorded head",
         "seal_mismatch": "--manifest: the seal is of another run, or misses a writer",
+        "events_lost": "a writer's last-chance record reports events it could never write",
         "bad_run_file": "run.json is missing, invalid, or names another run than the segments",
         "duplicate_start": "an incarnation logged more than one start",
         "bad_resume_point": "an incarnation resumes from a checkpoint that is not earlier",
@@ -98,6 +100,7 @@ class LogIntegrity(Rule):
             *self._run_file(ctx, segments),
             *(self._finished(ctx, segments, heads) if ctx.anchors.require_finished else ()),
             *self._sealed(ctx, segments),
+            *self._lost(ctx, segments),
             *self._resumes(ctx),
         ]
         return Outcome(len(segments), tuple(violations))
@@ -402,6 +405,24 @@ class LogIntegrity(Rule):
                             incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
                         ),
                         severity=Severity.WARNING,
+                    )
+                )
+        return out
+
+    def _lost(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """Writers that left a last-chance record: events they could never write."""
+        folders = [fallback_dir(), *(Path(d) for d in ctx.anchors.fallback_dirs)]
+        out = []
+        for run_id in sorted({info.meta.run_id for info in segments}):
+            for path, r in read_last_chance(folders, run_id):
+                out.append(
+                    self.violation(
+                        f"writer {r.writer} lost {r.lost} of its {r.logged} events "
+                        f"({r.dropped} dropped, {r.unflushed} never written after "
+                        f"{r.write_errors} failed flushes; sealed up to seq {r.durable_seq}), "
+                        f"as its last-chance record {path} says: the disk failed for good",
+                        kind="events_lost",
+                        location=Location(writer=r.writer, segment=str(path)),
                     )
                 )
         return out
