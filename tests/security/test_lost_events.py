@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ftaudit.eventlog.fallback import LostEvents
-from tests.cli.conftest import Invoke, check_exit
+from tests.support.cli import Invoke, check_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, PER_STEP = 30, 200
