@@ -102,21 +102,36 @@ def zero_allocation_step(*, leak: bool):
     return build
 
 
-def layout_change(*, drop_in_step: int | None = None):
-    """Incarnation 1 resumes with another pipeline split: other witness instances."""
+def layout_change(*, drop_in_step: int | None = None, new_holds_old: bool = False):
+    """Incarnation 1 resumes with another pipeline split: stage 0 keeps its witnesses (and
+    their restored rows), stage 1's are new and start from zero rows."""
 
     def build(b: RunBuilder) -> None:
+        old = ("pp0.head", "pp0.tail")
         run = b.start()
         for step in range(3):
-            run.train(step, [2 * step, 2 * step + 1], instances=("pp0.head", "pp0.tail"))
+            run.train(step, [2 * step, 2 * step + 1], instances=old)
             if step == 1:
                 run.checkpoint(1)
         run.finish()
         run = b.start(resume_from=1)
-        split = ("pp0.head", "pp0.tail", "pp1.head", "pp1.tail")
+        since: set[int] = set()
         for step in range(2, 5):
-            shown = split[:-1] if step == drop_in_step else split
-            run.train(step, [2 * step, 2 * step + 1], instances=shown)
+            ids = run.alloc(step, [2 * step, 2 * step + 1])
+            stale = run.last_stale
+            rows = run.weights[0]
+            rows |= set(ids)
+            since |= set(ids)
+            for instance in old:
+                run.snapshot(step, sorted(rows), instance=instance)
+            for instance in ("pp1.head", "pp1.tail"):
+                if step == drop_in_step and instance == "pp1.tail":
+                    continue
+                shown = rows if new_holds_old else since
+                run.snapshot(step, sorted(shown), instance=instance)
+            rows -= set(stale)
+            since -= set(stale)
+            run.step_end(step)
         run.finish()
 
     return build
@@ -152,6 +167,19 @@ CASES = (
         (Expect(step=2, ids=(9,), kind="extra", text="never allocated"),),
     ),
     Case("a resume with another pipeline split", "FT004", layout_change()),
+    Case(
+        "a new instance holding rows from before it existed",
+        "FT004",
+        layout_change(new_holds_old=True),
+        (
+            Expect(step=2, instance="pp1.head", kind="extra"),
+            Expect(step=2, instance="pp1.tail", kind="extra"),
+            Expect(step=3, instance="pp1.head", kind="extra"),
+            Expect(step=3, instance="pp1.tail", kind="extra"),
+            Expect(step=4, instance="pp1.head", kind="extra"),
+            Expect(step=4, instance="pp1.tail", kind="extra"),
+        ),
+    ),
     Case(
         "an instance of the new split missing in one step",
         "FT004",

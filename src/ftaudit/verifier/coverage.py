@@ -107,6 +107,14 @@ class ActiveWindow:
     """The most recent allocation owning each position."""
     expected_slots: Spans
     """Ring slots expected nonzero (before the snapshot's own stale slots are removed)."""
+    expected_positions: Spans
+    """The counter positions behind ``expected_slots``."""
+    ring: int
+
+    def expected_since(self, counter: int) -> Spans:
+        """The expected slots whose allocation came at or after ``counter``: all a witness
+        instance that first existed then can hold."""
+        return self.expected_positions.clip(counter, self.hi).modulo(self.ring)
 
 
 class InstanceLayouts:
@@ -140,6 +148,14 @@ class InstanceLayouts:
     def expected(self, incarnation: int, cell: int, step: int) -> set[str]:
         return self.sets.get(self._slot(incarnation, cell, step), set())
 
+    def of_incarnation(self, incarnation: int) -> set[str]:
+        """Every instance snapshotted in the incarnation, by any cell."""
+        out: set[str] = set()
+        for (inc, _, _), instances in self.sets.items():
+            if inc == incarnation:
+                out |= instances
+        return out
+
 
 class CoverageModel:
     """Allocations as arrays, for cutting the active window of each committed step."""
@@ -166,6 +182,22 @@ class CoverageModel:
         for a in allocations:
             self.by_inc[a.incarnation].append(a)
         self._load_excused(ctx)
+
+    def births(self, ctx: RunContext, layouts: InstanceLayouts) -> dict[tuple[int, str], int]:
+        """(incarnation, instance) -> counter, for instances a resumed incarnation has and
+        the incarnation it resumed from did not (another parallel layout): they start
+        from zero rows and can only hold samples allocated since the incarnation began."""
+        out = {}
+        for inc in ctx.incarnations.values():
+            before = inc.resumed_incarnation
+            mine = self.by_inc.get(inc.incarnation)
+            if before is None or not mine:
+                continue
+            for instance in layouts.of_incarnation(inc.incarnation) - layouts.of_incarnation(
+                before
+            ):
+                out[(inc.incarnation, instance)] = mine[0].start
+        return out
 
     def counter_at(self, step: CommittedStep) -> int | None:
         """The counter when ``step`` committed: its own allocation's, or for a step that
@@ -247,7 +279,7 @@ class CoverageModel:
                 & (self.inc[safe] == self.exc_inc[i:j])
             )
             expected = expected - Spans.from_ids(pos[mine])
-        return ActiveWindow(lo, hi, owners, expected.modulo(self.B))
+        return ActiveWindow(lo, hi, owners, expected.modulo(self.B), expected, self.B)
 
     def samples(self, owners: Owners, positions: np.ndarray) -> tuple[np.ndarray, list[int]]:
         """Sample indices of positions, and the steps that allocated them."""

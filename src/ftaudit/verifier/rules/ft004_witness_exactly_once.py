@@ -40,7 +40,9 @@ class WitnessExactlyOnce(Rule):
     gradient never reached the weights; an extra id is abandoned work (a retried attempt,
     a rolled-back incarnation) that leaked into them, or a row that was not cleared. A
     normal cell without a snapshot, or without an instance it snapshots in other steps of
-    its incarnation (since its last heal), is a violation too. A committed step whose
+    its incarnation (since its last heal), is a violation too. An instance that a resumed
+    incarnation has and the one it resumed from had not (another parallel layout) starts
+    from zero rows: it is expected to hold only samples allocated since then. A committed step whose
     samples were mostly excused gets a warning; the report counts excused samples.
 
     Fails (B = 10, one cell)::
@@ -84,6 +86,7 @@ class WitnessExactlyOnce(Rule):
             )
         index = CoverageModel(ctx, allocations, B)
         layouts = InstanceLayouts(ctx)
+        births = index.births(ctx, layouts)
         violations: list[Violation] = []
         checked = 0
         excused = {"zero_advantage": 0, "no_tokens": 0}
@@ -117,7 +120,13 @@ class WitnessExactlyOnce(Rule):
                 if not members:
                     continue
                 checked += len(members)
-                violations += self._compare(ctx, index, window, step, g, members)
+                born = [m for m in members if (step.incarnation, m[2]) in births]
+                old = [m for m in members if m not in born]
+                if old:
+                    violations += self._compare(ctx, index, window, step, g, old)
+                for m in born:  # a new instance: only what was allocated since it exists
+                    since = window.expected_since(births[(step.incarnation, m[2])])
+                    violations += self._compare(ctx, index, window, step, g, [m], since)
         counts = {f"excused_{name}": n for name, n in excused.items()}
         return Outcome(checked, tuple(violations), counts=counts)
 
@@ -193,8 +202,10 @@ class WitnessExactlyOnce(Rule):
         step: CommittedStep,
         group: SnapshotGroup,
         members: list[tuple[int, int | None, str]],
+        slots: Spans | None = None,
     ) -> list[Violation]:
-        expected = window.expected_slots - group.stale
+        want = window.expected_slots if slots is None else slots
+        expected = want - group.stale
         observed = group.nonzero - group.stale
         missing = expected - observed
         extra = observed - expected
