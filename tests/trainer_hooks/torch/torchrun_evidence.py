@@ -174,6 +174,7 @@ def main() -> None:
             else:
                 save(hooks, driver, step, ckpt_dir, model, optimizer, scheduler)
     hooks.close()
+    dist.barrier()  # every writer closed before run_finished records their final heads
     if driver is not None:
         driver.finish()
     dist.destroy_process_group()
