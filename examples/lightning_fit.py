@@ -64,7 +64,7 @@ def main(work: Path) -> None:
         max_steps=4,
         accumulate_grad_batches=2,
         callbacks=[
-            FtauditCallback(work / "run", buffer_size=64),
+            FtauditCallback(work / "run", buffer_size=64, input_key="tokens"),
             pl.callbacks.ModelCheckpoint(dirpath=work / "ckpt", every_n_train_steps=2),
         ],
         logger=False,

@@ -128,7 +128,7 @@ def main(run_dir: str, ckpt_dir: str, mode: str) -> None:
     data = IndexedDataset(Tokens())
     loader = ResumableLoader(data, batch_size=2, restore=mode != "resume-loader-not-restored")
     callbacks: list[pl.Callback] = [
-        FtauditCallback(run_dir, buffer_size=BUFFER),
+        FtauditCallback(run_dir, buffer_size=BUFFER, input_key="tokens"),
         pl.callbacks.ModelCheckpoint(
             dirpath=ckpt_dir, every_n_train_steps=SAVE_EVERY, save_top_k=-1
         ),

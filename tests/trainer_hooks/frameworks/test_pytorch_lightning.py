@@ -50,7 +50,7 @@ class Regressor(pl.LightningModule):
 
 
 def test_a_pytorch_lightning_run_verifies(tmp_path: Path) -> None:
-    callback = FtauditCallback(tmp_path / "run", buffer_size=16)
+    callback = FtauditCallback(tmp_path / "run", buffer_size=16, input_key="x")
     assert isinstance(callback, pl.Callback)
     trainer = pl.Trainer(
         accelerator="cpu",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 import torch
 from torch import nn
 
+import ftaudit
+from ftaudit.eventlog.events import RunStatus
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch import install_witnesses, sample_token_ids
 from ftaudit.trainer_hooks.torch.extra_state import object_hash, rng_hashes, set_rng_states
@@ -19,7 +22,6 @@ from ftaudit.trainer_hooks.torch.indexed_data import (
     SAMPLE_INDEX_KEY,
     IndexedDataset,
     batch_items,
-    stream_indices,
 )
 from ftaudit.trainer_hooks.torch.step_recorder import (
     StepRecorder,
@@ -96,41 +98,96 @@ def test_indexed_items_travel_through_a_dataloader() -> None:
         seen += items
     assert sorted(seen) == list(range(6))
     assert batch_items({"x": 1}) is None
-    assert stream_indices([0, 5], epoch=2, dataset_size=6) == [12, 17]
     with pytest.raises(TypeError, match=SAMPLE_INDEX_KEY):
         IndexedDataset([(1, 2)])[0]
 
 
-def test_a_single_process_run_through_the_recorder_verifies(tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    model = Stack()
-    witnesses = install_for_framework(model, 32, "blocks")
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    run = tmp_path / "run"
-    recorder = StepRecorder(
-        run,
-        buffer_size=32,
-        witnesses=witnesses,
-        options=WriterOptions(fsync=False),  # durability is not under test here
-    )
-    recorder.start(model, opt, resume_iteration=None, extra_hashes=rng_hashes, dataset_size=12)
-    for step in range(3):
-        for micro in range(2):  # two accumulated micro-batches per optimizer step
+ITEMS = torch.randint(0, 16, (12, 3), generator=torch.Generator().manual_seed(1))
+"""A dataset of 12 items: item i feeds the model the tokens ITEMS[i]."""
+
+
+def _train(
+    recorder: StepRecorder,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    steps: range,
+    items_of: list[int],
+) -> None:
+    """Train ``steps`` of two accumulated micro-batches of 2 items, read from ``items_of``."""
+    for step in steps:
+        for micro in range(2):
             first = step * 4 + micro * 2
-            ids = recorder.allocate(step, [first, first + 1])
+            items = items_of[first : first + 2]
+            ids = recorder.allocate(step, items, ITEMS[items])
             with recorder.batch(ids):
-                model(torch.randint(0, 16, (2, 3))).pow(2).sum().backward()
+                model(ITEMS[items]).pow(2).sum().backward()
         opt.step()
         opt.zero_grad()
         recorder.after_optimizer_step(step)
         recorder.end_step(step)
         recorder.log_metrics(step, {"loss": 1.0 / (step + 1), "note": "text is skipped"})
-    recorder.log_save(2, "ckpt")
-    recorder.checkpoint_durable(2, "ckpt")
+
+
+def _recorded_run(run: Path, resumed_reads: list[int]) -> None:
+    """3 shuffled steps, a checkpoint after step 0, a crash, a resume reading ``resumed_reads``."""
+    order = torch.randperm(12, generator=torch.Generator().manual_seed(0)).tolist()
+    torch.manual_seed(0)
+    model = Stack()
+    witnesses = install_for_framework(model, 32, "blocks")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    options = WriterOptions(fsync=False)  # durability is not under test here
+    recorder = StepRecorder(run, buffer_size=32, witnesses=witnesses, options=options)
+    recorder.start(model, opt, resume_iteration=None, extra_hashes=rng_hashes, dataset_size=12)
+    recorder.declare_order(0, order, seed=0, shuffle=True, sampler="RandomSampler")
+    _train(recorder, model, opt, range(1), order)
+    recorder.log_save(0, "ckpt")
+    recorder.checkpoint_durable(0, "ckpt")
+    saved = recorder.consumed, {k: v.clone() for k, v in model.state_dict().items()}
+    saved_opt = copy.deepcopy(opt.state_dict())
+    _train(recorder, model, opt, range(1, 2), order)  # then the process dies
+    recorder.finish(RunStatus.FAILED)
+    model.load_state_dict(saved[1])
+    opt.load_state_dict(saved_opt)
+    recorder.start(
+        model,
+        opt,
+        resume_iteration=0,
+        extra_hashes=rng_hashes,
+        dataset_size=12,
+        consumed=saved[0],
+    )
+    recorder.after_load(1)
+    recorder.declare_order(0, order, seed=0, shuffle=True, sampler="RandomSampler")
+    _train(recorder, model, opt, range(1, 3), [order[i] for i in resumed_reads])
     recorder.finish()
-    report = verify(run)
+
+
+def test_a_shuffled_run_resumed_mid_epoch_verifies_strictly(tmp_path: Path) -> None:
+    _recorded_run(tmp_path / "run", list(range(12)))  # the loader resumed at its position
+    report = verify(tmp_path / "run")
     assert report.passed(strict=True), report.to_dict()
-    assert next(r for r in report.results if r.code == "FT004").checked == 6
+    by_code = {r.code: r for r in report.results}
+    assert by_code["FT008"].checked == 12  # every committed sample's item was checked
+    with ftaudit.connect(tmp_path / "run") as con:
+        positions = con.execute(
+            "SELECT list_sort(flatten(list(generate_series(r.s, r.s + r.l - 1)))) FROM ("
+            "SELECT unnest(sample_indices.starts) AS s, unnest(sample_indices.lengths) AS l "
+            "FROM witness_allocated a JOIN committed_steps c USING (incarnation, step)) r"
+        ).fetchall()[0][0]
+    assert positions == list(range(12))  # stream positions, though the items are shuffled
+
+
+def test_a_resume_that_restarts_the_epoch_fails_ft008_naming_the_positions(
+    tmp_path: Path,
+) -> None:
+    _recorded_run(tmp_path / "run", [*range(4), *range(4), *range(4, 8)])
+    report = verify(tmp_path / "run")
+    ft008 = next(r for r in report.results if r.code == "FT008")
+    kinds = {v.kind for v in ft008.violations}
+    assert {"wrong_item", "duplicate_content"} <= kinds, report.to_dict()
+    wrong = next(v for v in ft008.violations if v.kind == "wrong_item")
+    assert sorted(wrong.sample_indices) == [4, 5, 6, 7]  # the resumed step's positions
+    assert "position 4 read item" in wrong.message
 
 
 def test_core_imports_no_framework() -> None:

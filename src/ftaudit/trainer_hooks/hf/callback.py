@@ -6,18 +6,27 @@ where the callback hooks in:
 
 - ``Trainer.__init__`` ends with ``on_init_end(model=...)``, before any optimizer exists:
   the witnesses are installed there, so the optimizer and DDP see their rows.
+- ``on_epoch_begin`` (before the epoch's loader is iterated): rank 0 declares the epoch's
+  order (``data_order``) from the Trainer's sampler, iterated with a copy of its
+  generator so the real one is untouched. accelerate's ``BatchSamplerShard`` hands process
+  ``p`` the sampler's batches ``p, p + W, ...``, so the ranks' micro-batches, rank 0's
+  first, read the sampler's order as it is: position ``k`` of the epoch is its ``k``-th item.
 - each micro-batch's forward: a forward pre-hook on the model takes the batch's
   ``ftaudit_sample_index`` (the dataset indices :class:`IndexedDataset` added) out of the
-  inputs, and allocates the witness ids of those samples (rank 0 for every rank), tagged
-  with the optimizer step the micro-batch belongs to (``state.global_step``). Gradient
-  accumulation thus allocates once per micro-batch, all within one step.
+  inputs; the micro-batches of all ranks are the next positions of the data stream (the
+  sample indices), rank 0 allocates their witness ids, tagged with the optimizer step
+  the micro-batch belongs to (``state.global_step``), and each rank logs the
+  fingerprints of its ``input_ids`` with the items it read (FT008 compares them with the
+  declared order). Gradient accumulation thus allocates once per micro-batch.
 - ``on_optimizer_step`` (right after ``optimizer.step()``): snapshot, then clear stale rows.
 - ``on_step_end``: every rank reports; rank 0 commits the step.
 - ``on_save`` (after ``_save_checkpoint`` wrote the checkpoint): ``at_save`` checksums of
   model, optimizer, scheduler, RNG and data position; rank 0 marks the checkpoint
   complete once every rank did.
-- a resume (``train(resume_from_checkpoint=...)``) is a new incarnation, opened at
-  ``on_train_begin``; its ``after_load`` checksums are logged at the first
+- the consumed-positions counter is saved in each checkpoint's ``trainer_state.json``
+  (the callback is an ``ExportableState``); a resume (``train(resume_from_checkpoint=...)``)
+  continues the stream from it and is a new incarnation, opened at ``on_train_begin``;
+  its ``after_load`` checksums are logged at the first
   ``on_step_begin``, after the Trainer restored the RNG states (``_load_rng_state``).
 - ``on_log``: rank 0's logged values become ftaudit metrics of the step.
 
@@ -36,20 +45,23 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import RandomSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+from transformers.trainer_callback import ExportableState
 
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import prefixed_hashes, rng_hashes
 from ftaudit.trainer_hooks.torch.indexed_data import (
     SAMPLE_INDEX_KEY,
+    batch_inputs,
     batch_items,
     missing_index_error,
-    stream_indices,
 )
+from ftaudit.trainer_hooks.torch.loader import base_sampler, epoch_order
 from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, install_for_framework
 
 
-class FtauditCallback(TrainerCallback):
+class FtauditCallback(TrainerCallback, ExportableState):
     """Records a ``transformers.Trainer`` run for ``ft-verify``.
 
     ``Trainer(..., train_dataset=IndexedDataset(ds), callbacks=[FtauditCallback(run_dir,
@@ -65,17 +77,21 @@ class FtauditCallback(TrainerCallback):
         layers: str | Sequence[str] | None = None,
         dataset_size: int | None = None,
         deterministic_order: bool | None = None,
+        input_key: str | None = "input_ids",
         options: WriterOptions | None = None,
     ) -> None:
         """``layers``: the layer stack's path (default: the largest ``ModuleList``).
-        ``dataset_size``: N for the sample indices (default: the train dataset's length).
-        ``deterministic_order``: declare whether the data order is fixed (FT005 then
-        checks that no sample below the highest trained one was skipped)."""
+        ``dataset_size``: the dataset's N (default: the train dataset's length).
+        ``deterministic_order``: declare whether the data order is fixed (a hole in
+        the stream or a changed order is then an error, not a warning).
+        ``input_key``: the forward argument whose rows are fingerprinted per sample
+        (None: no fingerprints, FT008 then cannot check the items read)."""
         self.run_dir = run_dir
         self.buffer_size = buffer_size
         self.layers = layers
         self.dataset_size = dataset_size
         self.deterministic_order = deterministic_order
+        self.input_key = input_key
         self.options = options
         self.recorder: StepRecorder | None = None
         self._state: TrainerState | None = None
@@ -130,12 +146,14 @@ class FtauditCallback(TrainerCallback):
         if model is None or optimizer is None:
             raise ValueError("FtauditCallback needs the Trainer's model and optimizer")
         self._state, self._args, self._scheduler = state, args, lr_scheduler
+        resumed = state.global_step > 0
         recorder.start(
             model,
             optimizer,
-            resume_iteration=state.global_step - 1 if state.global_step > 0 else None,
+            resume_iteration=state.global_step - 1 if resumed else None,
             extra_hashes=self._extra_hashes,
             dataset_size=self.dataset_size or len(train_dataloader.dataset),
+            consumed=_saved_consumed(state) if resumed else 0,
             config={
                 "framework": "transformers",
                 "output_dir": args.output_dir,
@@ -161,11 +179,32 @@ class FtauditCallback(TrainerCallback):
 
     # -- per step ------------------------------------------------------------------------
 
+    def state(self) -> dict[str, Any]:
+        """Saved in each checkpoint's ``trainer_state.json``: the stream positions consumed."""
+        consumed = self.recorder.consumed if self.recorder is not None else 0
+        args = {"run_dir": os.fspath(self.run_dir), "buffer_size": self.buffer_size}
+        return {"args": args, "attributes": {"consumed": consumed}}
+
     def on_epoch_begin(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        train_dataloader: Any = None,
+        **kw: Any,
     ) -> None:
         self._state = state
         self._epoch = math.floor(state.epoch or 0)
+        sampler = base_sampler(train_dataloader)
+        order = epoch_order(sampler, self._epoch)
+        if order is not None:
+            self._require().declare_order(
+                self._epoch,
+                order,
+                seed=args.data_seed if args.data_seed is not None else args.seed,
+                shuffle=isinstance(sampler, RandomSampler),
+                sampler=type(sampler).__name__,
+            )
 
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -184,9 +223,8 @@ class FtauditCallback(TrainerCallback):
             raise missing_index_error("FtauditCallback")
         recorder, state = self._require(), self._state
         assert state is not None
-        assert recorder.dataset_size is not None
-        samples = stream_indices(items, self._epoch, recorder.dataset_size)
-        ids = recorder.allocate(state.global_step, samples)
+        inputs = batch_inputs(kwargs, self.input_key, "FtauditCallback")
+        ids = recorder.allocate(state.global_step, items, inputs)
         self._ids.close()  # the previous micro-batch's ids
         self._ids.enter_context(recorder.batch(ids))
         return args, kwargs
@@ -237,3 +275,14 @@ class FtauditCallback(TrainerCallback):
                 "it installs the witnesses before the optimizer is built"
             )
         return self.recorder
+
+
+def _saved_consumed(state: TrainerState) -> int:
+    """The stream positions the loaded checkpoint had consumed (saved by :meth:`state`)."""
+    saved = (state.stateful_callbacks or {}).get(FtauditCallback.__name__)
+    if not isinstance(saved, Mapping):
+        raise ValueError(
+            "FtauditCallback: the checkpoint's trainer_state.json holds no ftaudit stream "
+            "position (it was not saved with FtauditCallback): cannot continue the stream"
+        )
+    return int(saved["attributes"]["consumed"])

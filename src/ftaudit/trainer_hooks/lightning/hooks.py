@@ -14,8 +14,13 @@ Written against lightning 2.6.6 (``lightning/pytorch/callbacks/callback.py`` for
 - ``on_train_start`` opens the incarnation; a run whose restored ``global_step`` is G
   resumed from ftaudit checkpoint iteration G - 1.
 - ``on_train_batch_start``: the batch's ``ftaudit_sample_index`` (from
-  :class:`IndexedDataset`) gives the samples; rank 0 allocates their witness ids, tagged
-  with the optimizer step they belong to (``global_step``), before the forward.
+  :class:`IndexedDataset`) gives the items read; the batches of all ranks are the next
+  positions of the data stream (the sample indices, rank 0's first); rank 0 allocates
+  their witness ids, tagged with the optimizer step they belong to (``global_step``),
+  before the forward, and each rank logs the fingerprints of its ``input_key`` rows with
+  the items. At an epoch's first batch rank 0 declares the epoch's order (``data_order``)
+  from the loader's sampler: a ``DistributedSampler`` through
+  :class:`~ftaudit.trainer_hooks.torch.loader.SamplerStream`, another by iterating a copy.
 - ``on_before_optimizer_step`` marks the batch that steps (gradient accumulation);
   ``on_train_batch_end`` then snapshots, clears stale rows and commits the step.
 - ``on_save_checkpoint`` (inside ``dump_checkpoint``, before the file is written) logs
@@ -23,11 +28,13 @@ Written against lightning 2.6.6 (``lightning/pytorch/callbacks/callback.py`` for
   ``Trainer.save_checkpoint`` returned on every rank.
 - ``state_dict``/``load_state_dict`` carry every rank's RNG states in the checkpoint
   (Lightning does not restore them itself), so a resume continues the random streams
-  and their checksums at load equal those at save.
+  and their checksums at load equal those at save, and the stream positions consumed,
+  so a resume continues the stream where the checkpoint left it.
 
 Lightning restores the position in a resumed epoch only for dataloaders with
 ``state_dict``/``load_state_dict``; with a plain ``DataLoader`` a mid-epoch resume starts
-the epoch again, and FT005 reports the replayed samples.
+the epoch again: the positions after the checkpoint then read the epoch's first items,
+and FT008 names them (items other than the declared order's, trained twice in the epoch).
 """
 
 from __future__ import annotations
@@ -46,8 +53,12 @@ from ftaudit.trainer_hooks.torch.extra_state import (
     restore_portable_rng_states,
     rng_hashes,
 )
-from ftaudit.trainer_hooks.torch.indexed_data import batch_items, missing_index_error
-from ftaudit.trainer_hooks.torch.indexed_data import stream_indices as _stream
+from ftaudit.trainer_hooks.torch.indexed_data import (
+    batch_inputs,
+    batch_items,
+    missing_index_error,
+)
+from ftaudit.trainer_hooks.torch.loader import SamplerStream, base_sampler, epoch_order
 from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, install_for_framework
 
 if TYPE_CHECKING:  # the same API in both packages
@@ -59,7 +70,8 @@ class FtauditHooks:
 
     ``Trainer(callbacks=[FtauditCallback(run_dir, buffer_size=B)])`` with a training
     dataset wrapped in :class:`IndexedDataset` (or ``sample_items=`` reading the dataset
-    indices of a batch of another shape).
+    indices of a batch of another shape). ``input_key`` names the batch tensor whose rows
+    are fingerprinted per sample (None: no fingerprints, FT008 cannot check the items).
     """
 
     def __init__(
@@ -71,6 +83,7 @@ class FtauditHooks:
         dataset_size: int | None = None,
         deterministic_order: bool | None = None,
         sample_items: Callable[[Any], list[int] | None] = batch_items,
+        input_key: str | None = "input_ids",
         options: WriterOptions | None = None,
     ) -> None:
         self.run_dir = run_dir
@@ -79,6 +92,7 @@ class FtauditHooks:
         self.dataset_size = dataset_size
         self.deterministic_order = deterministic_order
         self.sample_items = sample_items
+        self.input_key = input_key
         self.options = options
         self.recorder: StepRecorder | None = None
         self._ids = ExitStack()
@@ -86,6 +100,8 @@ class FtauditHooks:
         self._stepping = False
         self._pending_save: int | None = None
         self._loaded_rng: dict[str, str] | None = None
+        self._loaded_consumed: int | None = None
+        self._declared_epoch: int | None = None
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -112,12 +128,21 @@ class FtauditHooks:
             resume_iteration=trainer.global_step - 1 if resumed else None,
             extra_hashes=lambda: self._extra_hashes(trainer),
             dataset_size=self.dataset_size or _dataset_size(trainer),
+            consumed=self._resumed_consumed() if resumed else 0,
             config={
                 "framework": "lightning",
                 "max_steps": trainer.max_steps,
                 "accumulate_grad_batches": trainer.accumulate_grad_batches,
             },
         )
+
+    def _resumed_consumed(self) -> int:
+        if self._loaded_consumed is None:
+            raise ValueError(
+                "FtauditCallback: the checkpoint holds no ftaudit stream position (it was "
+                "not saved with FtauditCallback): cannot continue the stream"
+            )
+        return self._loaded_consumed
 
     def _extra_hashes(self, trainer: pl.Trainer) -> dict[str, str]:
         """Schedulers, RNG and the loops' data position: restored besides the weights."""
@@ -140,11 +165,12 @@ class FtauditHooks:
         items = self.sample_items(batch)
         if items is None:
             raise missing_index_error("FtauditCallback")
-        assert recorder.dataset_size is not None
+        if self._declared_epoch != trainer.current_epoch:
+            self._declared_epoch = trainer.current_epoch
+            _declare_order(recorder, trainer, len(items))
         self._step = trainer.global_step
-        ids = recorder.allocate(
-            self._step, _stream(items, trainer.current_epoch, recorder.dataset_size)
-        )
+        inputs = batch_inputs(batch, self.input_key, "FtauditCallback")
+        ids = recorder.allocate(self._step, items, inputs)
         self._ids.close()
         self._ids.enter_context(recorder.batch(ids))
 
@@ -175,9 +201,10 @@ class FtauditHooks:
     def state_dict(self) -> dict[str, Any]:
         """Every rank's RNG states (gathered: only rank 0 writes the checkpoint)."""
         recorder = self._require()
-        return {"rng": recorder.gather(portable_rng_states())}
+        return {"rng": recorder.gather(portable_rng_states()), "consumed": recorder.consumed}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._loaded_consumed = state_dict.get("consumed")
         states = state_dict.get("rng") or []
         rank = self._require().rank
         if rank < len(states):
@@ -221,6 +248,25 @@ def _dataset_size(trainer: pl.Trainer) -> int:
     if dataset is None:
         raise ValueError("FtauditCallback: give dataset_size= (the train loader has no dataset)")
     return len(dataset)
+
+
+def _declare_order(recorder: StepRecorder, trainer: pl.Trainer, batch_size: int) -> None:
+    """Rank 0 declares the epoch's order, read from the train loader's sampler."""
+    sampler = base_sampler(trainer.train_dataloader)
+    if hasattr(sampler, "num_replicas") and hasattr(sampler, "total_size"):
+        stream = SamplerStream(sampler, batch_size=batch_size)
+        order = stream.rank_major_order(trainer.current_epoch).tolist()
+        seed = int(sampler.seed)
+    else:
+        order, seed = epoch_order(sampler, trainer.current_epoch), None
+    if order is not None:
+        recorder.declare_order(
+            trainer.current_epoch,
+            order,
+            seed=seed,
+            shuffle=bool(getattr(sampler, "shuffle", False)),
+            sampler=type(sampler).__name__,
+        )
 
 
 def _checkpoint_dir(trainer: pl.Trainer) -> str:

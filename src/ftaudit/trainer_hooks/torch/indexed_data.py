@@ -50,9 +50,17 @@ def batch_items(batch: Any) -> list[int] | None:
     raise TypeError(f"{SAMPLE_INDEX_KEY!r} holds {type(value).__name__}, not indices")
 
 
-def stream_indices(items: Sequence[int], epoch: int, dataset_size: int) -> list[int]:
-    """Global sample indices (SPEC §1): item ``i`` of epoch ``e`` is ``e * N + i``."""
-    return [epoch * dataset_size + int(i) for i in items]
+def batch_inputs(batch: Any, key: str | None, where: str) -> torch.Tensor | None:
+    """The model input under ``key`` whose rows are fingerprinted (None: key None)."""
+    if key is None:
+        return None
+    value = batch.get(key) if isinstance(batch, Mapping) else None
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(
+            f"{where}: a training batch has no tensor {key!r} to fingerprint per sample: pass "
+            "input_key= naming the model input (or input_key=None for no fingerprints)"
+        )
+    return value
 
 
 def missing_index_error(where: str) -> ValueError:

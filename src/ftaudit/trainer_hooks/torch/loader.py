@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
+import torch
+from torch.utils.data import RandomSampler
 
 from ftaudit.eventlog.events import DataOrder, LoaderState, LoaderWhen
 from ftaudit.trainer_hooks.stream import counter_positions, sampler_positions
@@ -102,6 +104,18 @@ class SamplerStream:
             order[r :: self.replicas] = np.fromiter(iter(twin), dtype=np.int64)
         return order
 
+    def rank_major_order(self, epoch: int) -> np.ndarray:
+        """:meth:`epoch_order` laid out the way a framework callback numbers its samples.
+
+        A callback's stream counts each step's micro-batches of all ranks together, rank
+        0's first (:class:`ftaudit.trainer_hooks.torch.step_recorder.StepRecorder`), so
+        position ``k * b * W + r * b + i`` reads rank ``r``'s local item ``k * b + i``.
+        Only full local batches are kept (a last, partial one is never trained).
+        """
+        b, w, batches = self.batch_size, self.replicas, self.batches_per_epoch
+        order = self.epoch_order(epoch)[: batches * b * w]
+        return order.reshape(batches, b, w).transpose(0, 2, 1).reshape(-1)
+
     def data_order(self, epoch: int) -> DataOrder:
         """The ``data_order`` event of ``epoch`` (log it once per epoch, from any rank)."""
         dataset = getattr(self.sampler, "dataset", None)
@@ -139,3 +153,36 @@ class SamplerStream:
             seed=int(self.sampler.seed),
             state_json=json.dumps(dict(loader_state or {}), sort_keys=True, default=str),
         )
+
+
+def base_sampler(loader: Any) -> Any:
+    """The sampler under the loader's batch samplers (accelerate's shard wraps one), or
+    the loader's own ``sampler`` (a custom loader), or None."""
+    batches = getattr(loader, "batch_sampler", None)
+    while hasattr(batches, "batch_sampler"):
+        batches = batches.batch_sampler
+    return getattr(batches, "sampler", None) or getattr(loader, "sampler", None)
+
+
+def epoch_order(sampler: Any, epoch: int) -> list[int] | None:
+    """The items ``sampler`` yields in ``epoch``, from its own ``__iter__`` on a copy.
+
+    The copy is set to ``epoch`` (a sampler with ``set_epoch`` seeds its shuffle by it,
+    such as accelerate's ``SeedableRandomSampler`` the HF Trainer uses) and gets a clone
+    of the sampler's generator, so the real sampler and generator do not move. A random
+    sampler without a generator nor ``set_epoch`` draws its seed from the global RNG when
+    iterated: its order cannot be read ahead without changing it (None).
+    """
+    if sampler is None:
+        return None
+    generator = getattr(sampler, "generator", None)
+    per_epoch = hasattr(sampler, "set_epoch")
+    if generator is None and isinstance(sampler, RandomSampler) and not per_epoch:
+        return None
+    twin = copy.copy(sampler)
+    if per_epoch:
+        twin.set_epoch(epoch)
+    if generator is not None:
+        twin.generator = torch.Generator(device=generator.device)
+        twin.generator.set_state(generator.get_state())
+    return [int(i) for i in twin]

@@ -9,6 +9,13 @@ their own gloo group, so the collectives here never touch the job's (NCCL) gradi
 
 Frameworks have no retries: every step has the single attempt 0, and a restart from a
 checkpoint is a new incarnation.
+
+Sample indices are stream positions (SPEC §1): a consumed-samples counter. Each
+micro-batch of every rank together is the next block of positions, rank 0's samples
+first (:func:`ftaudit.trainer_hooks.counter_positions`); the counter is saved with each
+checkpoint and a resume continues from the checkpoint's count. Which dataset item a
+position reads is declared per epoch (``data_order``) and claimed per sample with the
+fingerprint of what the model received (``sample_fingerprints``), for rule FT008.
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ import torch.distributed as dist
 from torch import nn
 
 from ftaudit.eventlog.context import step_context
-from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, RunStatus
+from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, DataOrder, RunStatus
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.allocator import WitnessInfo, max_ids_per_step, min_buffer_size
 from ftaudit.trainer_hooks.driver import DriverSession, ranks
+from ftaudit.trainer_hooks.stream import counter_positions
 from ftaudit.trainer_hooks.torch.checksums import state_hashes
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
@@ -73,7 +81,9 @@ class StepRecorder:
         self.witnesses = witnesses
         self.cell = cell
         self.dataset_size: int | None = None
-        """N of the sample indices (``epoch * N + item``), known from :meth:`start`."""
+        """The dataset's size N, known from :meth:`start`."""
+        self.consumed = 0
+        """Stream positions consumed so far on all ranks: the next micro-batch's first."""
         self.deterministic_order = deterministic_order
         self.options = options
         self.driver: DriverSession | None = None
@@ -134,6 +144,7 @@ class StepRecorder:
         resume_iteration: int | None,
         extra_hashes: Callable[[], dict[str, str]],
         dataset_size: int,
+        consumed: int = 0,
         config: Mapping[str, object] | None = None,
     ) -> None:
         """*Collective.* Open this incarnation (rank 0) and attach every rank to it.
@@ -141,9 +152,12 @@ class StepRecorder:
         ``resume_iteration`` is the ftaudit step of the checkpoint the framework loaded
         (None for a fresh start). ``extra_hashes`` gives the hashes of the state outside
         model and optimizer (RNG, scheduler, data position) at save and at load.
-        ``dataset_size`` is N of the sample indices; ``config`` goes into ``run_started``.
+        ``dataset_size`` is the dataset's N; ``consumed`` the stream positions the loaded
+        checkpoint had consumed (:attr:`consumed` when it was saved; 0 for a fresh start);
+        ``config`` goes into ``run_started``.
         """
         self.dataset_size = dataset_size
+        self.consumed = consumed
         self.gather(None)  # every rank is here (and the gloo group exists)
         header: tuple[int, list[int], CheckpointRef | None] | None = None
         if self.is_driver:
@@ -202,28 +216,64 @@ class StepRecorder:
 
     # -- per step ------------------------------------------------------------------------
 
-    def allocate(self, step: int, samples: Sequence[int]) -> list[int]:
-        """*Collective.* Witness ids of this rank's ``samples`` (global sample indices).
+    def allocate(
+        self, step: int, items: Sequence[int], inputs: torch.Tensor | None = None
+    ) -> list[int]:
+        """*Collective.* Witness ids of this rank's micro-batch of dataset ``items``.
 
-        Rank 0 allocates for every rank's samples (in rank order), logs the allocation
-        and makes it durable before any rank trains with the ids.
+        The micro-batches of all ranks are the next block of stream positions (rank
+        order); each rank logs its positions with the fingerprints of ``inputs`` (row
+        ``k`` is the model input of sample ``k``; None: no fingerprints) and the items it
+        read. Rank 0 allocates for every rank's positions, logs the allocation and makes
+        it durable before any rank trains with the ids.
         """
         hooks = self._require()
-        gathered = self.gather([int(s) for s in samples])
-        self._count_step_ids(step, sum(len(part) for part in gathered))
+        gathered = self.gather(len(items))
+        total = sum(gathered)
+        self._count_step_ids(step, total)
+        every = counter_positions(self.consumed, total)
+        self.consumed += total
+        offset = sum(gathered[: self.rank])
+        mine = every[offset : offset + len(items)]
         info: WitnessInfo | None = None
         if self.is_driver:
             assert self.driver is not None
-            every = [s for part in gathered for s in part]
             with step_context(step, ATTEMPT):
-                info = self.driver.allocate(step, ATTEMPT, every)
+                info = self.driver.allocate(step, ATTEMPT, every.tolist())
                 self.driver.flush()
         info = self._broadcast(info)
         assert info is not None
         self._last = info
-        offset = sum(len(part) for part in gathered[: self.rank])
+        if inputs is not None:
+            with step_context(step, ATTEMPT):
+                hooks.log_fingerprints(mine, inputs, items=list(items))
         hooks.flush()  # nothing of this rank's may lag behind the allocation
-        return info.witness_ids[offset : offset + len(gathered[self.rank])]
+        return info.witness_ids[offset : offset + len(items)]
+
+    def declare_order(
+        self, epoch: int, items: Sequence[int], *, seed: int | None, shuffle: bool, sampler: str
+    ) -> None:
+        """Rank 0 declares which dataset item each stream position of ``epoch`` reads.
+
+        An epoch is ``L = len(items)`` positions, read whole, so it starts at ``epoch * L``;
+        ``items[k]`` is the item of its ``k``-th position as the loader's sampler orders
+        it (read from the sampler itself, never re-implemented), laid out in the order
+        :meth:`allocate` numbers the ranks' samples.
+        """
+        if not self.is_driver:
+            return
+        assert self.driver is not None and self.dataset_size is not None
+        self.driver.log_data(
+            DataOrder(
+                epoch=epoch,
+                start=epoch * len(items),
+                items=[int(i) for i in items],
+                dataset_size=self.dataset_size,
+                seed=seed,
+                shuffle=shuffle,
+                sampler=sampler,
+            )
+        )
 
     def _count_step_ids(self, step: int, n: int) -> None:
         """Refuse, on every rank alike, a step whose micro-batches outgrow ``B - keep``."""

@@ -453,16 +453,21 @@ class DataIdentity(Rule):
         for key_index in np.unique(fed.key[committed]).tolist():
             by_key[fed.keys[key_index]] = np.unique(fed.position[fed.key == key_index])
         normal = {s.key: all(c.all_normal for c in s.cells.values()) for s in ctx.committed}
-        out = []
+        # an attempt may allocate once per micro-batch (gradient accumulation): its
+        # allocation is the union of them
+        allocations: dict[StepKey, list[np.ndarray]] = defaultdict(list)
         for a in ctx.allocations:
-            if a.key not in ctx.committed_keys or a.num_ids == 0:
-                continue
-            allocated = a.sample_indices.to_array()
-            seen = by_key.get(a.key, np.empty(0, dtype=np.int64))
+            if a.key in ctx.committed_keys and a.num_ids:
+                allocations[a.key].append(a.sample_indices.to_array())
+        out = []
+        for key, parts in allocations.items():
+            incarnation, step, attempt = key
+            allocated = np.unique(np.concatenate(parts))
+            seen = by_key.get(key, np.empty(0, dtype=np.int64))
             missing = np.setdiff1d(allocated, seen)
             extra = np.setdiff1d(seen, allocated)
-            where = _key_text(ctx, a.key)
-            if missing.size and normal.get(a.key, False):
+            where = _key_text(ctx, key)
+            if missing.size and normal.get(key, False):
                 out.append(
                     self.violation(
                         f"{missing.size} sample{_s(missing.size)} "
@@ -470,7 +475,7 @@ class DataIdentity(Rule):
                         "were trained without a fingerprint: no rank logged what it fed for "
                         f"{'them' if missing.size != 1 else 'it'}",
                         kind="unfingerprinted",
-                        location=Location(a.step, a.attempt, a.incarnation),
+                        location=Location(step, attempt, incarnation),
                         ids=missing.tolist(),
                         sample_indices=missing.tolist(),
                     )
@@ -482,7 +487,7 @@ class DataIdentity(Rule):
                         f"fed in {where} {'were' if extra.size != 1 else 'was'} not allocated "
                         "to it: a rank trained data the driver did not hand out",
                         kind="unallocated",
-                        location=Location(a.step, a.attempt, a.incarnation),
+                        location=Location(step, attempt, incarnation),
                         ids=extra.tolist(),
                         sample_indices=extra.tolist(),
                     )
