@@ -3,7 +3,8 @@
 A clean run verifies; a run SIGKILLed inside step 5 and resumed with the Trainer's own
 ``resume_from_checkpoint`` (from checkpoint-3 = ftaudit iteration 2) verifies; the same
 resume with ``ignore_data_skip=True`` reads the epoch's first batches again at the resumed
-stream positions, and FT008 names those positions. The child is ``hf_child.py`` (transformers 5.24.0).
+stream positions, and FT008 names those positions. The child is ``hf_child.py``
+(transformers 5.24.0).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ A clean run verifies; a run SIGKILLed inside step 5 and resumed with Lightning's
 ``fit(ckpt_path=...)`` from ``epoch=0-step=3.ckpt`` (ftaudit iteration 2), with a loader
 that keeps its position (``state_dict``), verifies; the same resume with a loader whose
 ``load_state_dict`` ignores the position reads the epoch's first batches again at the
-resumed stream positions, and FT008 names those positions. The child is ``lightning_child.py`` (lightning 2.6.6).
+resumed stream positions, and FT008 names those positions. The child is
+``lightning_child.py`` (lightning 2.6.6).
 """
 
 from __future__ import annotations
