@@ -9,7 +9,9 @@ of 256 samples, four witness snapshots, one metric with 20 keys). Timed, in one 
 It also reports what the training loop feels: the latency of single ``log`` calls while
 the background flusher is writing segments.
 
-Run: ``.venv/bin/python benchmarks/eventlog_bench.py [--steps N]``
+The table is printed and written to ``benchmarks/results/eventlog_bench.md`` (``--out``).
+
+Run: ``.venv/bin/python benchmarks/eventlog_bench.py [--steps N] [--out DIR]``
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -119,6 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     events = make_events(args.steps)
     n = len(events)
@@ -134,31 +138,38 @@ def main() -> None:
     ft_bytes, js_bytes = results[0][2], results[0][4]
     lat = sorted(x for r in results for x in r[5])
     p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6  # noqa: E731
-    print(
+    lines: list[str] = []
+    out = lines.append  # the table goes to stdout and to the results file
+    out(
         f"# eventlog_bench: {n:,} events ({args.steps:,} steps x 6), B={B:,}, best of "
         f"{args.repeats}"
     )
-    print(
+    out(
         f"# python {platform.python_version()}, pyarrow {pyarrow.__version__}, "
         f"duckdb {duckdb.__version__}, {os.cpu_count()} cpus, {platform.machine()}"
     )
-    print("| writer | log() calls/s (training thread) | events/s until durable | bytes/event |")
-    print("|---|---:|---:|---:|")
-    print(
+    out("| writer | log() calls/s (training thread) | events/s until durable | bytes/event |")
+    out("|---|---:|---:|---:|")
+    out(
         f"| ftaudit EventWriter (Parquet, zstd, fsync) | {n / ft_log_s:,.0f} | {n / ft_s:,.0f} "
         f"| {ft_bytes / n:.1f} |"
     )
-    print(
+    out(
         f"| JSON lines (model_dump_json) | {n / js_s:,.0f} | {n / js_s:,.0f} | {js_bytes / n:.1f} |"
     )
-    print(
+    out(
         f"| ftaudit / JSON lines | {js_s / ft_log_s:.1f}x | {js_s / ft_s:.2f}x "
         f"| 1/{js_bytes / ft_bytes:.1f} |"
     )
-    print(
+    out(
         f"log() latency: p50 {p(0.5):.1f} us, p99 {p(0.99):.1f} us, "
         f"max {lat[-1] * 1e6:.0f} us, mean {statistics.fmean(lat) * 1e6:.1f} us"
     )
+    out(f"load average: {os.getloadavg()[0]:.1f} (shared machine)")
+    text = "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "eventlog_bench.md").write_text(text)
 
 
 if __name__ == "__main__":

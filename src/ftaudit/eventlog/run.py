@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from pathlib import Path
 
-from ftaudit.errors import RunFileError
 from ftaudit.eventlog.events import (
     CheckpointRef,
     CheckpointSaved,
@@ -25,31 +23,14 @@ from ftaudit.eventlog.events import (
 from ftaudit.eventlog.heads import disk_heads
 from ftaudit.eventlog.identity import Driver
 from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
-from ftaudit.eventlog.rundir import INCARNATIONS_DIR, RUN_FILE, incarnation_dir
+from ftaudit.eventlog.rundir import (
+    INCARNATIONS_DIR,
+    RUN_FILE,
+    incarnation_dir,
+    read_run_id,
+)
 from ftaudit.eventlog.segment import Source, fsync_dir
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
-
-RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")
-"""What a run id looks like: ftaudit writes 32 hex digits; a user may choose another name."""
-
-
-def read_run_id(root: Path) -> str:
-    """The run id that ``RUN_DIR/run.json`` holds; raises :class:`RunFileError` naming the
-    file and what is wrong with it (missing, not JSON, no string ``run_id``)."""
-    path = root / RUN_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFileError(f"{path}: missing (every run directory has one)") from None
-    except (OSError, ValueError) as exc:
-        raise RunFileError(f"{path}: not readable JSON ({exc})") from None
-    run_id = data.get("run_id") if isinstance(data, dict) else None
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-        raise RunFileError(
-            f"{path}: 'run_id' must be a string of letters, digits, '.', '_' or '-' "
-            f"(at most 128), not {run_id!r}"
-        )
-    return run_id
 
 
 def _run_id(root: Path) -> str:
@@ -74,14 +55,6 @@ def _run_id(root: Path) -> str:
         tmp.unlink(missing_ok=True)
     fsync_dir(root)
     return run_id
-
-
-def claimed_incarnations(run_dir: str | os.PathLike[str]) -> set[int]:
-    """The incarnation numbers launches claimed (``RUN_DIR/incarnations/<k>``)."""
-    folder = Path(run_dir) / INCARNATIONS_DIR
-    if not folder.is_dir():
-        return set()
-    return {int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()}
 
 
 def _claim_incarnation(root: Path) -> int:

@@ -16,14 +16,16 @@ This module imports nothing beyond the standard library, so a writer process sta
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from ftaudit.errors import CorruptSegmentError, UnusableInputError
+from ftaudit.errors import CorruptSegmentError, RunFileError, UnusableInputError
 
 EVENTS_DIR = "events"
 """The folder of a run's segments, one sub-folder per writer."""
@@ -165,3 +167,34 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
     if not writers and not allow_empty:
         raise UnusableInputError(f"{root}: the run has no event segments")
     return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)))
+
+
+RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")
+"""What a run id looks like: ftaudit writes 32 hex digits; a user may choose another name."""
+
+
+def read_run_id(root: Path) -> str:
+    """The run id that ``RUN_DIR/run.json`` holds; raises :class:`RunFileError` naming the
+    file and what is wrong with it (missing, not JSON, no string ``run_id``)."""
+    path = root / RUN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: missing (every run directory has one)") from None
+    except (OSError, ValueError) as exc:
+        raise RunFileError(f"{path}: not readable JSON ({exc})") from None
+    run_id = data.get("run_id") if isinstance(data, dict) else None
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise RunFileError(
+            f"{path}: 'run_id' must be a string of letters, digits, '.', '_' or '-' "
+            f"(at most 128), not {run_id!r}"
+        )
+    return run_id
+
+
+def claimed_incarnations(run_dir: str | os.PathLike[str]) -> set[int]:
+    """The incarnation numbers launches claimed (``RUN_DIR/incarnations/<k>``)."""
+    folder = Path(run_dir) / INCARNATIONS_DIR
+    if not folder.is_dir():
+        return set()
+    return {int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()}

@@ -11,8 +11,7 @@ import pyarrow.parquet as pq
 from ftaudit.errors import RunFileError
 from ftaudit.eventlog.fallback import fallback_dir, read_last_chance
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
-from ftaudit.eventlog.run import claimed_incarnations, read_run_id
-from ftaudit.eventlog.rundir import RUN_FILE
+from ftaudit.eventlog.rundir import RUN_FILE, claimed_incarnations, read_run_id
 from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation

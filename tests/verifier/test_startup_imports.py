@@ -1,0 +1,62 @@
+"""Start-up: verifying a run imports only what reading and checking it needs.
+
+``ft-verify`` pays its imports on every call (a gate runs it after every step), so the
+verify path must not import the writer side of the event log (writer, run-directory
+writer, resume index), the trainer hooks, torch, pandas or the terminal renderer. Its
+speed is measured in ``benchmarks/startup_bench.py``; this test asserts import facts only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftaudit.synth.generate import SynthConfig, synthesize
+
+NOT_ON_THE_VERIFY_PATH = (
+    "ftaudit.eventlog.writer",
+    "ftaudit.eventlog.run",
+    "ftaudit.eventlog.resume",
+    "ftaudit.trainer_hooks",
+    "torch",
+    "pandas",
+    "rich",
+)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = SynthConfig(steps=6, restarts=1, retries=1, buffer_size=4_096, samples_per_step=64)
+    return synthesize(tmp_path_factory.mktemp("startup") / "run", config).run_dir
+
+
+def test_verifying_a_run_imports_no_writer_side_and_no_renderer(small_run: Path) -> None:
+    code = (
+        "import sys\n"
+        "from ftaudit.verifier import verify\n"
+        f"report = verify({str(small_run)!r})\n"
+        "assert report.passed(strict=False), 'the clean run did not verify'\n"
+        f"heavy = [m for m in {NOT_ON_THE_VERIFY_PATH!r} "
+        "if any(k == m or k.startswith(m + '.') for k in sys.modules)]\n"
+        "assert not heavy, f'imported on the verify path: {heavy}'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_package_names_load_on_first_use() -> None:
+    code = (
+        "import sys, ftaudit.eventlog as el\n"
+        "assert 'ftaudit.eventlog.writer' not in sys.modules\n"
+        "from ftaudit.eventlog import EventWriter, RunLog, connect, default_registry\n"
+        "from ftaudit.eventlog.writer import EventWriter as W\n"
+        "assert EventWriter is W and callable(connect) and 'run_started' in default_registry\n"
+        "assert set(el.__all__) <= set(dir(el))\n"
+        "missing = [n for n in el.__all__ if getattr(el, n, None) is None]\n"
+        "assert not missing, missing\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
