@@ -2,7 +2,8 @@
 
 ``ft-verify`` pays its imports on every call (a gate runs it after every step), so the
 verify path must not import the writer side of the event log (writer, run-directory
-writer, resume index), the trainer hooks, torch, pandas or the terminal renderer. Its
+writer, resume index), the trainer hooks, torch or the terminal renderer (pandas still
+comes in: pyarrow's ``to_numpy`` and ``pa.array`` load it through their pandas shim). Its
 speed is measured in ``benchmarks/startup_bench.py``; this test asserts import facts only.
 """
 
@@ -22,7 +23,6 @@ NOT_ON_THE_VERIFY_PATH = (
     "ftaudit.eventlog.resume",
     "ftaudit.trainer_hooks",
     "torch",
-    "pandas",
     "rich",
 )
 
@@ -60,3 +60,15 @@ def test_the_package_names_load_on_first_use() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_duckdb_draws_no_progress_bar_on_stdout() -> None:
+    # ft-verify writes JSON and JUnit reports on stdout: a slow query must not add to them
+    from ftaudit.eventlog.connections import open_memory
+
+    con = open_memory()
+    try:
+        (enabled,) = con.execute("SELECT current_setting('enable_progress_bar')").fetchone()
+    finally:
+        con.close()
+    assert enabled is False

@@ -19,7 +19,10 @@ _lock = threading.Lock()
 
 def open_memory() -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB connection (never the module-level default), interruptible."""
+    # no progress bar: DuckDB draws it on stdout once a query runs 2 s (a loaded machine),
+    # inside the JSON or JUnit report that ft-verify writes there
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
     with _lock:
         _open.add(con)
     return con
