@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.arrays import constant_strings
 from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo
 from ftaudit.eventlog.sql import ident
 
@@ -54,7 +55,7 @@ def _conform(table: pa.Table, schema: pa.Schema, filename: str) -> pa.Table:
     columns = []
     for field in schema:
         if field.name == FILENAME:
-            columns.append(pa.repeat(pa.scalar(filename, pa.string()), n))
+            columns.append(constant_strings(filename, n))
         elif field.name in table.column_names:
             columns.append(table.column(field.name))
         else:

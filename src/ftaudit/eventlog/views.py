@@ -17,7 +17,7 @@ SEGMENTS = "_segments"
 
 
 def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow: pa.DataType) -> str:
-    empty = pa.table({"x": pa.array([], type=arrow)})
+    empty = pa.table({"x": pa.nulls(0, arrow)})  # not pa.array([]): see eventlog.arrays
     return str(con.from_arrow(empty).types[0])
 
 

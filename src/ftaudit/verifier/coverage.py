@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftaudit.eventlog.arrays import int64_numpy
 from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
 from ftaudit.verifier.ownership import Owners, resolve
 from ftaudit.verifier.ring import keep_size
@@ -236,11 +237,11 @@ class CoverageModel:
 
     def _load_excused(self, ctx: RunContext) -> None:
         table = ctx.session.query(EXCUSED, label="excused witness ids")
-        inc = table.column("incarnation").to_numpy(zero_copy_only=False).astype(np.int64)
-        after = table.column("counter_after").to_numpy(zero_copy_only=False).astype(np.int64)
-        num = table.column("num_ids").to_numpy(zero_copy_only=False).astype(np.int64)
-        ids = table.column("id").to_numpy(zero_copy_only=False).astype(np.int64)
-        empty = table.column("no_tokens").to_numpy(zero_copy_only=False).astype(bool)
+        inc = int64_numpy(table.column("incarnation"))
+        after = int64_numpy(table.column("counter_after"))
+        num = int64_numpy(table.column("num_ids"))
+        ids = int64_numpy(table.column("id"))
+        empty = int64_numpy(table.column("no_tokens"), null=0).astype(bool)
         self.exc_counts: dict[tuple[int, int], tuple[int, int]] = {}
         for key_inc, key_after, is_empty in zip(
             inc.tolist(), after.tolist(), empty.tolist(), strict=True

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.arrays import int64_scalar, string_scalar
 from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, check_segment
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, list_segments
@@ -114,15 +115,20 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray | None:
     return table.column(name) if name in table.column_names else None
 
 
+def _read(path: Path, columns: list[str]) -> pa.Table:
+    # not pq.read_table: it imports pyarrow.dataset, and with it pandas (half a second)
+    return pq.ParquetFile(path).read(columns=columns)
+
+
 def _allocations(path: Path) -> pa.Table:
     """(step, start, counter_after) of the allocations in one driver segment."""
     schema = pq.read_schema(path)
     cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in schema.names]
-    table = pq.read_table(path, columns=cols)
+    table = _read(path, cols)
     if _COUNTER not in table.column_names:
-        empty = pa.array([], pa.int64())
+        empty = pa.nulls(0, pa.int64())
         return pa.table({"step": empty, "start": empty, "after": empty})
-    table = table.filter(pc.equal(table["type"], "witness_allocated"))
+    table = table.filter(pc.equal(table["type"], string_scalar("witness_allocated")))
     after = table[_COUNTER]
     return pa.table(
         {"step": table["step"], "start": pc.subtract(after, table[_NUM_IDS]), "after": after}
@@ -134,8 +140,8 @@ def _buffer_size(drivers: dict[str, list[_File]]) -> int | None:
     for files in drivers.values():
         path = files[0].path
         if _BUFFER in pq.read_schema(path).names:
-            t = pq.read_table(path, columns=["type", _BUFFER])
-            t = t.filter(pc.equal(t["type"], "run_started"))
+            t = _read(path, ["type", _BUFFER])
+            t = t.filter(pc.equal(t["type"], string_scalar("run_started")))
             sizes += [v for v in t[_BUFFER].to_pylist() if v]
     return sizes[-1] if sizes else None
 
@@ -152,7 +158,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
         for i in range(len(files) - 1, _suffix(files, since) - 1, -1):
             t = _allocations(files[i].path)
             loaded[writer].append((i, t))
-            new = t.filter(pc.greater_equal(t["step"], since))
+            new = t.filter(pc.greater_equal(t["step"], int64_scalar(since)))
             if new.num_rows:
                 low = pc.min(new["start"]).as_py()
                 first_new = low if first_new is None else min(first_new, low)
@@ -165,7 +171,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
         tables = [t for _, t in loaded[writer]]
         while True:
             for t in tables:
-                inside = t.filter(pc.greater(t["after"], lo))
+                inside = t.filter(pc.greater(t["after"], int64_scalar(lo)))
                 if inside.num_rows:
                     lookback = min(lookback, pc.min(inside["step"]).as_py())
             # the counter only grows within a writer: stop once a file ends at or below lo

@@ -1,0 +1,54 @@
+"""Arrow columns to and from numpy without pyarrow's pandas shim.
+
+pyarrow converts every Python value it is handed (``pa.array``, ``pa.scalar``, a Python
+number in a compute call) and every ``to_numpy`` through a shim that imports pandas on
+first use: half a second of CPU, paid by each ``ft-verify`` call that a gate makes after
+every step. The readers use these helpers instead; they work on the buffers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def constant_strings(value: str, n: int) -> pa.Array:
+    """``n`` copies of ``value`` as a string array (what ``pa.repeat`` would give)."""
+    raw = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def string_scalar(value: str) -> pa.StringScalar:
+    """``value`` as an Arrow scalar, for a compute call (``pc.equal(col, "x")`` converts
+    the Python string through the shim)."""
+    return constant_strings(value, 1)[0]
+
+
+def int64_scalar(value: int) -> pa.Int64Scalar:
+    """``value`` as an Arrow ``int64`` scalar, for a compute call."""
+    data = pa.py_buffer(np.array([value], dtype=np.int64))
+    return pa.Array.from_buffers(pa.int64(), 1, [None, data])[0]
+
+
+def int64_numpy(column: pa.Array | pa.ChunkedArray, *, null: int | None = None) -> np.ndarray:
+    """An integer or boolean column as an ``int64`` numpy array (a copy); NULLs become
+    ``null``. Raises ``ValueError`` for a NULL when ``null`` is None."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = [np.empty(0, np.int64)]
+    for chunk in chunks:
+        if chunk.null_count and null is None:
+            raise ValueError(f"a {chunk.type} column holds {chunk.null_count} NULL(s)")
+        if chunk.type != pa.int64():
+            chunk = chunk.cast(pa.int64())
+        n, at = len(chunk), chunk.offset
+        validity, data = chunk.buffers()[:2]
+        values = np.frombuffer(data, np.int64, count=n, offset=at * 8).copy()
+        if chunk.null_count:
+            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+            values[~bits[at : at + n].astype(bool)] = null
+        parts.append(values)
+    return np.concatenate(parts)
+
+
+__all__ = ["constant_strings", "int64_numpy", "int64_scalar", "string_scalar"]
