@@ -200,6 +200,32 @@ def restore_differs(b: RunBuilder) -> None:
     again.finish()
 
 
+def _resharded_restore(b: RunBuilder, whole_after_load: str) -> None:
+    """Saved by 2 FSDP ranks (local shards + whole digest), loaded on 1: the shards'
+    names differ (another layout) and only the whole-tensor digest compares."""
+    run = b.start()
+    run.train(0, [0, 1, 2])
+    ref = CheckpointRef(iteration=0, incarnation=0)
+    for rank, rows in ((0, "[0:4]"), (1, "[4:8]")):
+        hashes = {"w": "whole", f"w@rows{rows}": f"shard{rank}"}
+        run.checksum(0, 0, hashes, rank=rank, when=ChecksumWhen.AT_SAVE, checkpoint=ref)
+    run.checkpoint(0)
+    run.log.close()
+    again = b.start(resume_from=0)
+    loaded = {"w": whole_after_load, "w@rows[0:8]": "all rows"}
+    again.checksum(0, 0, loaded, when=ChecksumWhen.AFTER_LOAD, checkpoint=ref)
+    again.train(1, [3, 4, 5])
+    again.finish()
+
+
+def resharded_restore_equal(b: RunBuilder) -> None:
+    _resharded_restore(b, "whole")
+
+
+def resharded_restore_differs(b: RunBuilder) -> None:
+    _resharded_restore(b, "other")
+
+
 def heal_differs(b: RunBuilder) -> None:
     run = b.start()
     run.train(0, [0, 1, 2])
@@ -350,6 +376,17 @@ CASES = (
         "FT006",
         restore_differs,
         (Expect(cell=0, text="loaded checkpoint 0"),),
+    ),
+    Case(
+        "a restore across a resharding: shards of other rows are not compared, digests are",
+        "FT006",
+        resharded_restore_equal,
+    ),
+    Case(
+        "a resharded restore whose whole-tensor digest differs",
+        "FT006",
+        resharded_restore_differs,
+        (Expect(cell=0, text="1 tensor(s) hash differently [w]"),),
     ),
     Case(
         "a healed cell that differs from its source",

@@ -241,6 +241,12 @@ class CheckpointSaved(Event):
     every incarnation), read from the run directory when the checkpoint was recorded."""
 
 
+SHARD_TAG = "@rows"
+"""A checksum name ending in ``@rows[a:b]`` hashes a local shard (rows ``a .. b-1``) of a
+tensor sharded by rows (FSDP2); the untagged name is a digest of the whole tensor. A
+shard is compared only with the same shard: after a resharding, the digests compare."""
+
+
 class TrainerWeightChecksum(Event):
     """One hash per tensor (parameters, buffers, optimizer state) held by one trainer rank."""
 

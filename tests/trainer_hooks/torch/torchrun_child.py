@@ -2,13 +2,15 @@
 
 Usage: torchrun --nproc-per-node 2 --max-restarts 1 torchrun_child.py RUN_DIR STRATEGY BUGS
 
-STRATEGY: ``ddp`` (rank 0 saves one file), ``fsdp`` (``fully_shard``, DCP) or ``ddp_dcp``
-(DDP with DCP). In incarnation 0 global rank 1 is SIGKILLed mid-step after the second
-checkpoint; torchrun restarts both processes and the next incarnation resumes from the
-latest complete checkpoint. BUGS (comma-separated) plants defects in the resumed
-incarnation: ``stale_restore`` (global rank 1 loads the checkpoint before the one resumed
-from), ``skip_batch`` (the resumed data stream starts one batch late); ``none`` is the
-correct twin.
+STRATEGY: ``ddp`` (rank 0 saves one file), ``fsdp`` (``fully_shard``, DCP), ``fsdp_full``
+(``fully_shard``, rank 0 saves the full state dict) or ``ddp_dcp`` (DDP with DCP).
+
+In incarnation 0 global rank 1 is SIGKILLed mid-step after the second checkpoint; torchrun
+restarts both processes and the next incarnation resumes from the latest complete
+checkpoint. BUGS (comma-separated) plants defects in the resumed incarnation:
+``stale_restore`` (global rank 1 loads the checkpoint before the one resumed from),
+``skip_batch`` (the resumed data stream starts one batch late); ``none`` is the correct
+twin.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from ftaudit.trainer_hooks import FaultSchedule
@@ -45,9 +48,19 @@ def build(strategy: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     install_witnesses(model, B, layers="layers")
     if strategy in ("ddp", "ddp_dcp"):
         model = DistributedDataParallel(model)
+    elif strategy in ("fsdp", "fsdp_full"):
+        for layer in model.layers:
+            fully_shard(layer)
+        fully_shard(model)  # the witnesses are in the root's group: rows split over ranks
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
+
+
+def checkpoint_path(run_dir: Path, strategy: str, iteration: int) -> Path:
+    """DCP: a directory per checkpoint; DDP: one full file that rank 0 writes."""
+    name = str(iteration) if strategy in ("fsdp", "ddp_dcp") else f"{iteration}.pt"
+    return run_dir / "ckpt" / name
 
 
 def main() -> None:
@@ -69,7 +82,7 @@ def main() -> None:
     if run.resume is not None:
         path = None
         if "stale_restore" in bugs and me == 1:  # an older checkpoint than the log says
-            path = run_dir / "ckpt" / f"{run.resume.ref.iteration - CHECKPOINT_EVERY}.pt"
+            path = checkpoint_path(run_dir, strategy, run.resume.ref.iteration - CHECKPOINT_EVERY)
         run.load_checkpoint(path)
     late = 1 if "skip_batch" in bugs and run.incarnation > 0 else 0
 
@@ -89,7 +102,8 @@ def main() -> None:
             run.hooks.log_metrics({"loss": loss.item()})
         run.end_attempt(step, 0)
         if step % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
-            run.save_checkpoint(run_dir / "ckpt" / f"{step}.pt", iteration=step)
+            how = "dcp" if strategy in ("fsdp", "ddp_dcp") else "full"
+            run.save_checkpoint(checkpoint_path(run_dir, strategy, step), step, how=how)
     run.finish()
     dist.destroy_process_group()
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")

@@ -38,6 +38,7 @@ from ftaudit.trainer_hooks.torch.clearing import (
     as_runs,
     nonzero_rows,
     row_state_keys,
+    union_runs,
     zero_rows,
 )
 
@@ -183,7 +184,7 @@ class MegatronWitnessClearer:
                 f"the optimizer's main params cover {short} of the {rows} rows of these "
                 "witnesses: build the optimizer after installing them"
             )
-        return {n: _union(runs) for n, runs in found.items()}
+        return {n: union_runs(runs) for n, runs in found.items()}
 
     def zero(self, stale_ids: IntRuns | Sequence[int] | np.ndarray) -> None:
         """Zero ``stale_ids`` in the witness params, this rank's main shards and moments."""
@@ -198,15 +199,3 @@ class MegatronWitnessClearer:
                 value = shard.state.get(key)
                 if isinstance(value, torch.Tensor) and value.numel() == shard.main.numel():
                     zero_rows(value.data.view(-1), runs, shard.offset)
-
-
-def _union(parts: list[IntRuns]) -> IntRuns:
-    """The union of sets of runs, merged run by run (O(runs), not O(ids))."""
-    spans = sorted((s, s + n) for p in parts for s, n in zip(p.starts, p.lengths, strict=True))
-    merged: list[list[int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return IntRuns(starts=[s for s, _ in merged], lengths=[e - s for s, e in merged])

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
+
+from ftaudit.trainer_hooks.torch.dtensor import global_sums, row_shard, shard_name
 
 HASH_BYTES = 16
 """blake2b digest size: 128 bits, printed as 32 hex characters."""
@@ -48,6 +51,7 @@ def state_hashes(
     optimizer: torch.optim.Optimizer | None = None,
     *,
     master_params: Mapping[nn.Parameter, torch.Tensor] | None = None,
+    whole: bool = False,
 ) -> dict[str, str]:
     """One hash per tensor: ``param/<name>``, ``buffer/<name>``, ``optim/<name>/<key>``.
 
@@ -55,24 +59,48 @@ def state_hashes(
     is named after the model parameter it belongs to; with ``master_params`` (model
     parameter -> fp32 master, the optimizer's key) the master copy is hashed as
     ``master/<name>`` and its state under the model parameter's name.
+
+    A DTensor sharded by rows (FSDP2) is hashed as this rank's shard, under its name
+    tagged with the rows (``param/w@rows[0:21]``); with ``whole`` its untagged name also
+    gets a digest of the whole tensor that does not depend on the layout, for restores
+    across a resharding (a collective over the shard group: call it on every rank).
     """
     model = unwrap(model)
     hashes: dict[str, str] = {}
+    sharded: dict[str, DTensor] = {}
+
+    def put(key: str, value: object) -> None:
+        if isinstance(value, DTensor):
+            shard = row_shard(value)
+            hashes[shard_name(key, shard)] = tensor_hash(shard.local)
+            sharded[key] = value
+        else:
+            hashes[key] = value_hash(value)
+
     names: dict[int, str] = {}
     for name, param in model.named_parameters():
-        hashes[f"param/{name}"] = tensor_hash(param)
+        put(f"param/{name}", param)
         names[id(param)] = name
     for name, buffer in model.named_buffers():
-        hashes[f"buffer/{name}"] = tensor_hash(buffer)
+        put(f"buffer/{name}", buffer)
     for param, master in (master_params or {}).items():
         name = names.get(id(param))
         if name is not None:
-            hashes[f"master/{name}"] = tensor_hash(master)
+            put(f"master/{name}", master)
             names[id(master)] = name
     if optimizer is not None:
         for g, group in enumerate(optimizer.param_groups):
             for i, param in enumerate(group["params"]):
                 name = names.get(id(param), f"group{g}.param{i}")
                 for key, value in optimizer.state.get(param, {}).items():
-                    hashes[f"optim/{name}/{key}"] = value_hash(value)
+                    put(f"optim/{name}/{key}", value)
+    if whole and sharded:
+        for key, sums in global_sums(sharded).items():
+            hashes[key] = whole_digest(sharded[key], sums)
     return hashes
+
+
+def whole_digest(tensor: torch.Tensor, sums: list[int]) -> str:
+    """The digest of a whole sharded tensor: dtype, global shape and its summed lanes."""
+    text = f"{tensor.dtype}|{tuple(tensor.shape)}|" + "|".join(str(s) for s in sums)
+    return hashlib.blake2b(text.encode(), digest_size=HASH_BYTES).hexdigest()

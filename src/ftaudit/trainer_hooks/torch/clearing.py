@@ -13,9 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 
 from ftaudit.errors import FtauditError
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.trainer_hooks.torch.dtensor import check_row_sharded, row_shard
 from ftaudit.trainer_hooks.torch.witness import WitnessSet
 
 ROW_STATE_KEYS: dict[type[torch.optim.Optimizer], tuple[str, ...]] = {
@@ -74,6 +77,34 @@ def nonzero_rows(weight: torch.Tensor, offset: int = 0) -> IntRuns:
     return IntRuns(starts=(starts + offset).tolist(), lengths=(ends - starts).tolist())
 
 
+def union_runs(parts: Iterable[IntRuns]) -> IntRuns:
+    """The union of sets of runs, merged run by run (O(runs), not O(ids))."""
+    spans = sorted((s, s + n) for p in parts for s, n in zip(p.starts, p.lengths, strict=True))
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return IntRuns(starts=[s for s, _ in merged], lengths=[e - s for s, e in merged])
+
+
+def nonzero_rows_of(weight: torch.Tensor) -> IntRuns:
+    """The nonzero rows of a whole witness, plain or a DTensor sharded by rows.
+
+    A DTensor's rank reads its local rows at their global offset, and the ranks its rows
+    are split over exchange their runs (O(runs) objects), so every rank reports the whole
+    witness; a collective over that group.
+    """
+    shard = row_shard(weight)
+    local = nonzero_rows(shard.local, shard.offset)
+    if shard.group is None or dist.get_world_size(shard.group) == 1:
+        return local
+    parts: list[IntRuns] = [IntRuns()] * dist.get_world_size(shard.group)
+    dist.all_gather_object(parts, local, group=shard.group)
+    return union_runs(parts)
+
+
 class WitnessClearer:
     """Snapshots and clears the rows of one model's witnesses, with their optimizer state."""
 
@@ -87,6 +118,8 @@ class WitnessClearer:
         self.optimizer = optimizer
         self.state_keys = row_state_keys(optimizer)
         self.master = dict(master_params or {})
+        for name, witness in witnesses.instances().items():
+            check_row_sharded(f"witness {name}", witness.weight)  # refused here, not mid-step
         optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
         for name, witness in witnesses.instances().items():
             key = self.master.get(witness.weight, witness.weight)
@@ -102,7 +135,7 @@ class WitnessClearer:
     def snapshot(self) -> dict[str, IntRuns]:
         """Nonzero rows per instance, read from the fp32 master copy where there is one."""
         return {
-            name: nonzero_rows(self._source(witness.weight))
+            name: nonzero_rows_of(self._source(witness.weight))
             for name, witness in self.witnesses.instances().items()
         }
 
@@ -114,7 +147,11 @@ class WitnessClearer:
         with torch.no_grad():
             for witness in self.witnesses.instances().values():
                 for tensor in self._row_tensors(witness.weight):
-                    _zero_runs(tensor, runs)
+                    if isinstance(tensor, DTensor):  # this rank's rows of it, in place
+                        shard = row_shard(tensor)
+                        zero_rows(shard.local, runs, shard.offset)
+                    else:
+                        _zero_runs(tensor, runs)
 
     def _row_tensors(self, param: torch.nn.Parameter) -> Iterable[torch.Tensor]:
         yield param

@@ -27,13 +27,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ftaudit.eventlog.events import CellOutcome, CheckpointRef, ChecksumWhen, Outcome, RunStatus
+from ftaudit.eventlog.events import CellOutcome, Outcome, RunStatus
 from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.allocator import WitnessInfo
 from ftaudit.trainer_hooks.driver import DriverSession
 from ftaudit.trainer_hooks.faults import FaultSchedule
 from ftaudit.trainer_hooks.torch.cells import CellMap, Strategy
+from ftaudit.trainer_hooks.torch.state_io import Layout
 from ftaudit.trainer_hooks.torch.worker import TrainerHooks
 
 T = TypeVar("T")
@@ -44,7 +45,7 @@ the newest complete checkpoint at it; None: never resume (a restart from nothing
 
 RANK_FIELD = "{rank}"
 """In a checkpoint path: every process saves (and loads) its own file, named by its
-global rank. Without it rank 0 saves the one file every rank loads."""
+global rank. Without it rank 0 saves the one (full) file every rank loads."""
 
 
 @dataclass(frozen=True)
@@ -226,34 +227,41 @@ class DistributedRun:
         path: str | os.PathLike[str],
         iteration: int,
         extra: dict[str, Any] | None = None,
+        *,
+        how: Layout | None = None,
     ) -> None:
         """Save checkpoint ``iteration`` (after its step was accepted); every rank calls it.
 
-        Without ``{rank}`` in ``path``, rank 0 writes the file and every other rank logs
-        the checksums of what it holds at the save, so each rank that loads the file
-        later is compared with a save of its own rank. With ``{rank}`` every process
-        writes its own file. Rank 0 then marks the checkpoint complete.
+        ``how`` (default: ``local`` when ``path`` holds ``{rank}``, else ``full``):
+        ``full``: global rank 0 writes the full state (gathered from the shards of a
+        sharded model) and every other rank logs the checksums of what it holds, so each
+        rank that loads the file later is compared with a save of its own rank;
+        ``local``: every process writes its own file (``{rank}`` = its global rank);
+        ``dcp``: ``torch.distributed.checkpoint`` into the directory ``path``, every
+        rank its shards. Rank 0 then marks the checkpoint complete.
         """
-        ref = CheckpointRef(iteration=iteration, incarnation=self.incarnation)
         template = str(path)
+        layout = how or _layout_of(template, dcp_dir=False)
         with self.hooks.step(iteration, self._accepted.get(iteration, 0)):
-            if RANK_FIELD in template or self.global_rank == 0:
-                self.hooks.save_checkpoint(self._path(template), iteration, extra)
-            else:
-                self.hooks.log_checksums(ChecksumWhen.AT_SAVE, checkpoint=ref)
-                self.hooks.flush()
-        dist.barrier()  # every rank's file and snapshot are durable
+            self.hooks.save_checkpoint(self._path(template), iteration, extra, how=layout)
+        dist.barrier()  # every rank's part and snapshot are durable
         _decide(lambda: self.driver.record_checkpoint(iteration, path=template))  # type: ignore[union-attr]
 
     def load_checkpoint(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Load the resumed checkpoint (its logged path, or ``path``) and zero the resume
-        stale slots; logs ``after_load`` checksums. Returns the saved ``extra``."""
+        stale slots; logs ``after_load`` checksums; every rank calls it. The layout is
+        the save's: ``{rank}`` in the path is ``local``, a directory ``dcp``, a file
+        ``full``. Returns the saved ``extra``."""
         if self.resume is None:
             raise ValueError("this incarnation resumes from no checkpoint: nothing to load")
-        target = self._path(str(path if path is not None else self.resume.path))
+        template = str(path if path is not None else self.resume.path)
+        target = self._path(template)
         with self.hooks.step(self.first_step, 0):
             return self.hooks.load_checkpoint(
-                target, checkpoint=self.resume.ref, resume_stale_ids=self.resume_stale_ids
+                target,
+                checkpoint=self.resume.ref,
+                resume_stale_ids=self.resume_stale_ids,
+                how=_layout_of(template, dcp_dir=target.is_dir()),
             )["extra"]
 
     def _path(self, template: str) -> Path:
@@ -264,6 +272,12 @@ class DistributedRun:
         self.hooks.close()
         dist.barrier()
         _decide(lambda: self.driver.finish(status))  # type: ignore[union-attr]
+
+
+def _layout_of(template: str, *, dcp_dir: bool) -> Layout:
+    if RANK_FIELD in template:
+        return "local"
+    return "dcp" if dcp_dir else "full"
 
 
 def _resume_point(index: ResumeIndex, resume: Resume) -> CompleteCheckpoint | None:

@@ -42,12 +42,18 @@ from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.run import RunLog
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 from ftaudit.trainer_hooks.faults import FaultInjector, FaultSchedule
-from ftaudit.trainer_hooks.torch.checksums import state_hashes, unwrap
+from ftaudit.trainer_hooks.torch.checksums import state_hashes
 from ftaudit.trainer_hooks.torch.clearing import MasterParams, WitnessClearer, as_runs
 from ftaudit.trainer_hooks.torch.counters import gradient_rows, step_counters
 from ftaudit.trainer_hooks.torch.manifest import parameter_manifest
+from ftaudit.trainer_hooks.torch.state_io import Layout, read_state, write_state
 from ftaudit.trainer_hooks.torch.state_scalars import Stateful, group_hashes, stateful_hashes
 from ftaudit.trainer_hooks.torch.witness import WitnessSet, find_witnesses
+
+WHOLE_TENSOR_POINTS = frozenset(
+    {ChecksumWhen.AT_SAVE, ChecksumWhen.AFTER_LOAD, ChecksumWhen.AFTER_HEAL}
+)
+"""Checksum points compared across layouts (a restore may reshard): whole-tensor digests."""
 
 
 class Clearer(Protocol):
@@ -418,13 +424,21 @@ class TrainerHooks:
 
     # -- checksums and checkpoints -------------------------------------------------------
 
-    def hashes(self) -> dict[str, str]:
+    def hashes(self, when: ChecksumWhen | str | None = None) -> dict[str, str]:
         """Hashes of this rank's whole state: parameters, buffers, optimizer state,
-        param-group scalars and the registered stateful objects."""
+        param-group scalars and the registered stateful objects.
+
+        At a save, load or heal, tensors sharded by rows (FSDP2) also get a
+        layout-independent digest of the whole tensor (a collective: every rank of the
+        shard group logs these checksums).
+        """
         if self.hasher is not None:
             return {**self.hasher(), **stateful_hashes(self.stateful)}
+        whole = when is not None and ChecksumWhen(when) in WHOLE_TENSOR_POINTS
         return {
-            **state_hashes(self.model, self.optimizer, master_params=self.master_params),
+            **state_hashes(
+                self.model, self.optimizer, master_params=self.master_params, whole=whole
+            ),
             **group_hashes(self.optimizer),
             **stateful_hashes(self.stateful),
         }
@@ -444,7 +458,7 @@ class TrainerHooks:
         """
         from ftaudit.eventlog.events import TrainerWeightChecksum
 
-        hashes = {**self.hashes(), **(captured or {})}
+        hashes = {**self.hashes(when), **(captured or {})}
         self.writer.log(
             TrainerWeightChecksum(
                 when=ChecksumWhen(when),
@@ -459,34 +473,42 @@ class TrainerHooks:
         return hashes
 
     def save_checkpoint(
-        self, path: str | os.PathLike[str], iteration: int, extra: Mapping[str, Any] | None = None
+        self,
+        path: str | os.PathLike[str],
+        iteration: int,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        how: Layout = "local",
     ) -> Path:
-        """Save model (witness rows included) and optimizer state atomically, then log it.
+        """Save model (witness rows included), optimizer state and the registered stateful
+        objects, then log it.
 
-        Logs the ``at_save`` checksums and this rank's ``CheckpointSaved`` snapshot; the
-        driver marks the checkpoint complete once every rank has saved.
+        ``how`` (see :mod:`ftaudit.trainer_hooks.torch.state_io`): ``local`` writes this
+        process's ``state_dict`` atomically; ``full`` (global rank 0 writes the full
+        state) and ``dcp`` (``torch.distributed.checkpoint``, ``path`` a directory) are
+        collectives: every rank calls them. Logs the ``at_save`` checksums on every rank,
+        and ``CheckpointSaved`` on each rank that wrote a part; the driver marks the
+        checkpoint complete once every rank has saved.
         """
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        state = {
-            "iteration": iteration,
-            "model": unwrap(self.model).state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "master": [m.detach().clone() for m in self.master_params.values()],
-            "stateful": {name: obj.state_dict() for name, obj in self.stateful.items()},
-            "extra": dict(extra or {}),
-        }
-        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        wrote = write_state(
+            how,
+            target,
+            self.model,
+            self.optimizer,
+            self.master_params,
+            self.stateful,
+            iteration,
+            dict(extra or {}),
+        )
         self.log_checksums(
             ChecksumWhen.AT_SAVE,
             checkpoint=CheckpointRef(iteration=iteration, incarnation=self.run.incarnation),
         )
-        self.run.record_checkpoint(iteration, path=str(target), source=self.identity)
+        if wrote:
+            self.run.record_checkpoint(iteration, path=str(target), source=self.identity)
+        else:
+            self.writer.flush()
         return target
 
     def load_checkpoint(
@@ -495,6 +517,7 @@ class TrainerHooks:
         *,
         checkpoint: CheckpointRef | None = None,
         resume_stale_ids: IntRuns | Sequence[int] | None = None,
+        how: Layout = "local",
     ) -> dict[str, Any]:
         """Load a checkpoint saved by :meth:`save_checkpoint`; log ``after_load`` checksums.
 
@@ -504,22 +527,16 @@ class TrainerHooks:
         ``checkpoint`` names it in the log (the driver's ``resume_from``), and
         ``resume_stale_ids`` are the driver's :attr:`DriverSession.resume_stale_ids`,
         zeroed right after loading (the checksums are taken before, so they compare
-        with what was saved). Returns ``{"iteration": ..., "extra": {...}}``.
+        with what was saved). ``how`` as it was saved (``full`` and ``dcp`` are
+        collectives). Returns ``{"iteration": ..., "extra": {...}}``.
         """
-        state = torch.load(Path(path), map_location="cpu", weights_only=True)
-        unwrap(self.model).load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        with torch.no_grad():
-            for master, saved in zip(self.master_params.values(), state["master"], strict=True):
-                master.copy_(saved)
-        saved_state = state.get("stateful", {})
-        for name, obj in self.stateful.items():
-            if name in saved_state:
-                obj.load_state_dict(saved_state[name])
+        loaded = read_state(
+            how, Path(path), self.model, self.optimizer, self.master_params, self.stateful
+        )
         self.log_checksums(ChecksumWhen.AFTER_LOAD, checkpoint=checkpoint)
         if resume_stale_ids is not None:
             self.clear_at_resume(resume_stale_ids)
-        return {"iteration": state["iteration"], "extra": state["extra"]}
+        return loaded
 
     def clear_at_resume(self, stale_ids: IntRuns | Sequence[int]) -> None:
         """Zero the driver's resume stale slots in the restored parameters and moments.

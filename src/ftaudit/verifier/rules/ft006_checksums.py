@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ftaudit.eventlog.events import SHARD_TAG
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.rules.base import Outcome, Rule
@@ -79,13 +80,20 @@ COMPARE = """
     SELECT p.incarnation, p.step, p.attempt, p."when", p.role, p.cell, p.rank, p.ref_cell,
            p.source_cell, p.ckpt_iteration, p.ckpt_incarnation, p.segment,
            list(d.tensor ORDER BY d.tensor) FILTER (d.mh <> d.rh) AS differ,
-           list(d.tensor ORDER BY d.tensor) FILTER (d.rh IS NULL) AS only_mine,
-           list(d.tensor ORDER BY d.tensor) FILTER (d.mh IS NULL) AS only_ref
+           list(d.tensor ORDER BY d.tensor) FILTER (d.rh IS NULL AND NOT contains(d.tensor, $1))
+               AS only_mine,
+           list(d.tensor ORDER BY d.tensor) FILTER (d.mh IS NULL AND NOT contains(d.tensor, $1))
+               AS only_ref
     FROM d JOIN pairs p USING (writer, seq)
     GROUP BY ALL
     HAVING count(*) FILTER (d.mh IS DISTINCT FROM d.rh) > 0
     ORDER BY p.incarnation, p.step, p.attempt, p.cell, p.rank"""
-"""Tensor by tensor, each checksum of ``pairs`` against its reference checksum."""
+"""Tensor by tensor, each checksum of ``pairs`` against its reference checksum. A local
+shard's hash (``$1`` = the shard tag) present on one side only is another layout (a
+resharded restore): the whole-tensor digests under the untagged names compare instead."""
+
+SHARD_PARAMS = [SHARD_TAG + "["]
+"""The parameter of :data:`COMPARE`."""
 
 GROUPS = """
     SELECT count(*) AS n FROM (
@@ -103,7 +111,9 @@ class Checksums(Rule):
     replica-local (state that differs per cell by design, e.g. batch-norm statistics of
     each cell's own data) are left out of the cross-replica comparison only. A cell that
     loads a checkpoint over another parallel layout than saved it (rank ``r`` now holds
-    other tensors) is compared as a whole: each tensor's hashes across its ranks.
+    other tensors) is compared as a whole: each tensor's hashes across its ranks. A local
+    shard's hash (a name tagged ``@rows[a:b]``, FSDP2) is compared only with the same
+    shard; after a resharding the whole-tensor digests under the untagged names compare.
 
     Fails::
 
@@ -134,7 +144,9 @@ class Checksums(Rule):
 
     def _cross_replica(self, ctx: RunContext) -> list[Violation]:
         rows = ctx.rows(
-            _compare(CROSS_REPLICA_PAIRS, replica_local=False), label="FT006 cross-replica"
+            _compare(CROSS_REPLICA_PAIRS, replica_local=False),
+            SHARD_PARAMS,
+            label="FT006 cross-replica",
         )
         out = []
         for r in rows:
@@ -162,7 +174,7 @@ class Checksums(Rule):
 
     def _restores(self, ctx: RunContext) -> list[Violation]:
         layouts = _RestoreLayouts(ctx)
-        rows = ctx.rows(_compare(RESTORE_PAIRS), label="FT006 restores")
+        rows = ctx.rows(_compare(RESTORE_PAIRS), SHARD_PARAMS, label="FT006 restores")
         out = []
         for r in rows:
             if (r["incarnation"], r["cell"], r["role"]) in layouts.changed:
@@ -200,7 +212,7 @@ class Checksums(Rule):
         return out
 
     def _heals(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(_compare(HEAL_PAIRS), label="FT006 heals")
+        rows = ctx.rows(_compare(HEAL_PAIRS), SHARD_PARAMS, label="FT006 heals")
         out = []
         for r in rows:
             detail = _diff_text(
@@ -255,7 +267,10 @@ class _LayoutChange:
         merged, so where a tensor sits does not matter, only what it holds."""
         mine, ref = _merged(self.loaded), _merged(self.saved)
         differ = sorted(n for n in mine.keys() & ref.keys() if mine[n] != ref[n])
-        return differ, sorted(mine.keys() - ref.keys()), sorted(ref.keys() - mine.keys())
+        # a local shard of other rows than saved: the whole-tensor digest compares instead
+        only_mine = sorted(n for n in mine.keys() - ref.keys() if SHARD_TAG + "[" not in n)
+        only_ref = sorted(n for n in ref.keys() - mine.keys() if SHARD_TAG + "[" not in n)
+        return differ, only_mine, only_ref
 
 
 class _RestoreLayouts:

@@ -1,0 +1,172 @@
+"""How a rank's model and optimizer state go to disk and back, for each checkpoint layout.
+
+- ``local``: this process's own ``state_dict()`` with ``torch.save`` (a replicated model,
+  or one file per rank). Written atomically (temp file, fsync, rename).
+- ``full``: the full, unsharded state (``get_state_dict(full_state_dict=True)``, a
+  collective for a sharded model) written by global rank 0 only; every rank loads the
+  same file and keeps its own part (``set_state_dict``). "Rank 0 saves a full state dict".
+- ``dcp``: ``torch.distributed.checkpoint``: every rank writes its shards into one
+  directory and loads its part back, in any layout (DCP reshards).
+
+Only ``local`` carries fp32 master copies (``master_params``); the distributed layouts
+go through PyTorch's ``state_dict`` API, which knows the optimizer's own state only.
+Registered stateful objects (an RNG, a data loader) are per rank: ``local`` keeps them in
+the rank's file, the others in a side file per rank (:func:`stateful_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_state_dict,
+)
+
+from ftaudit.trainer_hooks.torch.checksums import unwrap
+from ftaudit.trainer_hooks.torch.state_scalars import Stateful
+
+Layout = Literal["local", "full", "dcp"]
+
+DCP_META = "ftaudit.json"
+"""In a DCP directory: the iteration and ``extra`` (JSON), written by rank 0."""
+
+
+def write_state(
+    how: Layout,
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    master: Mapping[nn.Parameter, torch.Tensor],
+    stateful: Mapping[str, Stateful],
+    iteration: int,
+    extra: Mapping[str, Any],
+) -> bool:
+    """Save this rank's part of the state; True if this rank wrote part of the checkpoint."""
+    if how != "local" and master:
+        raise ValueError(f"a {how!r} checkpoint cannot carry fp32 master copies: use 'local'")
+    if how == "local":
+        state = {
+            "iteration": iteration,
+            "model": unwrap(model).state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "master": [m.detach().clone() for m in master.values()],
+            "stateful": {name: obj.state_dict() for name, obj in stateful.items()},
+            "extra": dict(extra),
+        }
+        _atomic_save(state, path)
+        return True
+    if stateful:
+        own = {name: obj.state_dict() for name, obj in stateful.items()}
+        _atomic_save(own, stateful_path(how, path, _global_rank()))
+    if how == "full":
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        model_state, optim_state = get_state_dict(model, optimizer, options=options)
+        if _global_rank() != 0:
+            return False
+        state = {
+            "iteration": iteration,
+            "model": model_state,
+            "optimizer": optim_state,
+            "extra": dict(extra),
+        }
+        _atomic_save(state, path)
+        return True
+    if how == "dcp":
+        model_state, optim_state = get_state_dict(model, optimizer)
+        dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(path))
+        if _global_rank() == 0:
+            meta = json.dumps({"iteration": iteration, "extra": dict(extra)})
+            _atomic_write(path / DCP_META, meta.encode())
+        return True
+    raise ValueError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
+
+
+def read_state(
+    how: Layout,
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    master: Mapping[nn.Parameter, torch.Tensor],
+    stateful: Mapping[str, Stateful],
+) -> dict[str, Any]:
+    """Load this rank's part of the state; returns ``{"iteration": ..., "extra": {...}}``."""
+    if how != "local" and stateful:
+        own = torch.load(stateful_path(how, path, _global_rank()), weights_only=True)
+        _restore(stateful, own)
+    if how == "local":
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        unwrap(model).load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        with torch.no_grad():
+            for copy, saved in zip(master.values(), state["master"], strict=True):
+                copy.copy_(saved)
+        _restore(stateful, state.get("stateful", {}))
+        return {"iteration": state["iteration"], "extra": state["extra"]}
+    if how == "full":
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=state["model"],
+            optim_state_dict=state["optimizer"],
+            options=StateDictOptions(full_state_dict=True),
+        )
+        return {"iteration": state["iteration"], "extra": state["extra"]}
+    if how == "dcp":
+        model_state, optim_state = get_state_dict(model, optimizer)
+        loaded = {"model": model_state, "optimizer": optim_state}
+        dcp.load(loaded, checkpoint_id=str(path))
+        set_state_dict(
+            model,
+            optimizer,
+            model_state_dict=loaded["model"],
+            optim_state_dict=loaded["optimizer"],
+        )
+        return json.loads((path / DCP_META).read_text())
+    raise ValueError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
+
+
+def stateful_path(how: Layout, path: Path, rank: int) -> Path:
+    """Where a ``full`` or ``dcp`` checkpoint keeps the stateful objects of ``rank``."""
+    if how == "dcp":
+        return path / f"ftaudit_stateful.rank{rank}.pt"
+    return path.with_name(f"{path.name}.stateful.rank{rank}")
+
+
+def _restore(stateful: Mapping[str, Stateful], saved: Mapping[str, Any]) -> None:
+    for name, obj in stateful.items():
+        if name in saved:
+            obj.load_state_dict(saved[name])
+
+
+def _global_rank() -> int:
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _atomic_save(state: dict[str, Any], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
