@@ -30,8 +30,10 @@ class Stateful(Protocol):
 
 def group_hashes(optimizer: torch.optim.Optimizer) -> dict[str, str]:
     """``group/<g>/<key>``: every hyperparameter of every param group (lr, betas, ...)."""
+    # a sequence's kind is not its value: torch's get_state_dict/set_state_dict round
+    # trip turns Adam's betas tuple into a list (seen with torch 2.13)
     return {
-        f"group/{g}/{key}": value_hash(value)
+        f"group/{g}/{key}": value_hash(list(value) if isinstance(value, tuple) else value)
         for g, group in enumerate(optimizer.param_groups)
         for key, value in sorted(group.items())
         if key != "params"
