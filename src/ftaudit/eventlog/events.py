@@ -221,6 +221,29 @@ class CellReconfigured(Event):
     alive_cells: list[int] = []
 
 
+class TorchftQuorum(Event):
+    """torchft's quorum record (logger ``torchft_quorums``): this replica group's rank
+    ``group_rank`` joined quorum ``quorum_id`` at torchft step ``torchft_step``."""
+
+    type: Literal["torchft_quorum"] = "torchft_quorum"
+    quorum_id: int
+    torchft_step: int
+    replica_id: str = ""
+    group_rank: int = 0
+
+
+class TorchftCommit(Event):
+    """torchft's commit record (logger ``torchft_commits``): ``should_commit()`` returned
+    ``commit_result`` for this rank at torchft step ``torchft_step`` in ``quorum_id``."""
+
+    type: Literal["torchft_commit"] = "torchft_commit"
+    quorum_id: int
+    torchft_step: int
+    commit_result: bool
+    replica_id: str = ""
+    group_rank: int = 0
+
+
 class CheckpointSaved(Event):
     """Checkpoint ``iteration`` is durable; ``writers`` is the log snapshot at that moment.
 
@@ -442,6 +465,8 @@ BUILTIN_EVENTS: tuple[type[Event], ...] = (
     StepEnd,
     AttemptEnd,
     CellReconfigured,
+    TorchftQuorum,
+    TorchftCommit,
     CheckpointSaved,
     TrainerWeightChecksum,
     EngineWeightChecksum,
@@ -467,6 +492,8 @@ AnyEvent = Annotated[
     | StepEnd
     | AttemptEnd
     | CellReconfigured
+    | TorchftQuorum
+    | TorchftCommit
     | CheckpointSaved
     | TrainerWeightChecksum
     | EngineWeightChecksum
