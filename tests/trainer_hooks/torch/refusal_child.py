@@ -14,7 +14,7 @@ from torch.distributed.tensor import Shard, distribute_tensor
 from ftaudit.trainer_hooks import DriverSession
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses
 from ftaudit.trainer_hooks.torch.dtensor import UnsupportedShardingError
-from tests.trainer_hooks.torch.models import make_model
+from tests.support.torch_models import make_model
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ from ftaudit.trainer_hooks import DriverSession, WitnessInfo, errored
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 from ftaudit.trainer_hooks.torchft import TorchftHooks, any_committed
 from ftaudit.verifier import verify
-from tests.trainer_hooks.torch.models import VOCAB, lm_loss, make_model
+from tests.support.torch_models import VOCAB, lm_loss, make_model
 
 pytestmark = [
     pytest.mark.torch,
