@@ -55,7 +55,8 @@ def _attempt(session: DriverSession, cells: list[CellWorker], attempt: int) -> l
     samples = list(range(16))
     info = session.allocate(0, attempt, samples)
     results = _both(
-        lambda c: c.train_step(0, attempt, samples, info.witness_ids, info.stale_ids), cells
+        lambda c: c.train_step(0, attempt, samples, samples, info.witness_ids, info.stale_ids),
+        cells,
     )
     return [r["outcome"] for r in results]
 
