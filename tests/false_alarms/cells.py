@@ -175,13 +175,13 @@ class Job:
         *,
         discard: bool = False,
         dies: int | None = None,
-    ) -> tuple[bool, WitnessInfo | None]:
+    ) -> tuple[bool, WitnessInfo]:
         """Train one attempt on every cell; cell 0 votes to discard when ``discard``; cell
         ``dies`` dies right after the gradient exchange (it logs nothing more, and what
         its writer had not flushed is lost with it)."""
         arr = np.asarray(samples, dtype=np.int64)
-        info = self.driver.allocate(step, attempt, arr) if len(arr) else None
-        ids = info.witness_ids if info else []
+        info = self.driver.allocate(step, attempt, arr)  # logged even when empty (FT009)
+        ids = info.witness_ids
         batches = self._shards(arr, ids) if len(arr) else [None] * len(self.replicas)
         for replica, batch in zip(self.replicas, batches, strict=True):
             replica.optimizer.zero_grad(set_to_none=False)
@@ -199,7 +199,7 @@ class Job:
                         pure_advantage_loss=self.pure_advantage_loss,
                     )
         self._allreduce()
-        stale = info.stale_ids if info else []
+        stale = info.stale_ids
         for cell, replica in enumerate(self.replicas):
             if cell == dies:
                 self.dead.add(cell)  # never flushed or closed again: its buffer dies with it

@@ -78,7 +78,7 @@ def test_a_mostly_masked_step_warns(tmp_path: Path) -> None:
 
 
 def test_a_step_without_samples_is_checked(tmp_path: Path) -> None:
-    """Step 3 has no samples (all rollouts filtered): no allocation, still verified."""
+    """Step 3 has no samples (all rollouts filtered): an empty allocation, still checked."""
     job = Job.start(tmp_path / "run")
     samples = 0
     for step in range(6):
