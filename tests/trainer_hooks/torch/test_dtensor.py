@@ -57,7 +57,7 @@ def test_a_witness_not_sharded_by_rows_is_refused_at_attach() -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=300,
     )
     assert child.returncode == 0, child.stderr[-3000:]
     assert "refused: witness chunk0.head is a DTensor placed as (Shard(dim=1),)" in child.stdout

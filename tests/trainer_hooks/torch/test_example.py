@@ -65,7 +65,7 @@ def test_torchrun_example_runs_and_verifies(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=600,
     )
     assert example.returncode == 0, example.stderr[-4000:]
     report = verify(run_dir)

@@ -55,7 +55,7 @@ def torchrun(run_dir: Path, strategy: str, bug: str) -> str:
             env=env,
             capture_output=True,
             text=True,
-            timeout=150,
+            timeout=600,  # generous: a loaded machine (load 30 seen) slows both incarnations
         )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"torchrun timed out: {exc.stdout!r} {exc.stderr!r}"[-6000:]) from None

@@ -192,7 +192,7 @@ def run_job(run_dir: Path, *, heal_optimizer: bool = True) -> None:
     try:
         with ThreadPoolExecutor(max_workers=CELLS) as pool:
             for future in [pool.submit(group, c) for c in range(CELLS)]:
-                future.result(timeout=240)
+                future.result(timeout=600)
     finally:
         lighthouse.shutdown()
     session.finish()
