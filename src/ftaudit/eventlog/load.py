@@ -50,31 +50,50 @@ def read_segment(info: SegmentInfo) -> pa.Table:
         raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
 
 
-def _conform(table: pa.Table, schema: pa.Schema, filename: str) -> pa.Table:
+BATCH_SEGMENTS = 256
+"""Segments gathered before a batch is handed to DuckDB: each small table read costs some
+memory whatever its rows, so the pending ones are bounded in number too."""
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with every column of ``schema``, in its order (NULL where it has none)."""
     n = table.num_rows
-    columns = []
-    for field in schema:
-        if field.name == FILENAME:
-            columns.append(constant_strings(filename, n))
-        elif field.name in table.column_names:
-            columns.append(table.column(field.name))
-        else:
-            columns.append(pa.nulls(n, field.type))
+    columns = [
+        table.column(field.name) if field.name in table.column_names else pa.nulls(n, field.type)
+        for field in schema
+    ]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def _batches_of(
+    pending: dict[pa.Schema, list[pa.Table]], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The pending segments as batches of ``schema``: those of one shape are concatenated
+    first (cheap: same columns), then widened to the unified schema once per shape."""
+    for tables in pending.values():
+        yield from _conform(pa.concat_tables(tables), schema).combine_chunks().to_batches()
+
+
 def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``)."""
-    pending: list[pa.Table] = []
-    rows = 0
+    """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``).
+
+    Row order across segments is not kept (no reader of the table relies on it: every
+    query orders what it needs).
+    """
+    pending: dict[pa.Schema, list[pa.Table]] = {}
+    rows = count = 0
     for info in scan.segments:
-        pending.append(_conform(read_segment(info), schema, str(info.path)))
+        table = read_segment(info).replace_schema_metadata(None)
+        table = table.append_column(
+            pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)
+        )
+        pending.setdefault(table.schema, []).append(table)
         rows += info.num_rows
-        if rows >= BATCH_ROWS:
-            yield from pa.concat_tables(pending).combine_chunks().to_batches()
-            pending, rows = [], 0
-    if pending:
-        yield from pa.concat_tables(pending).combine_chunks().to_batches()
+        count += 1
+        if rows >= BATCH_ROWS or count >= BATCH_SEGMENTS:
+            yield from _batches_of(pending, schema)
+            pending, rows, count = {}, 0, 0
+    yield from _batches_of(pending, schema)
 
 
 def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> None:
