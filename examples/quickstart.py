@@ -15,7 +15,7 @@ from ftaudit.eventlog import (
     Driver,
     IntRuns,
     Metric,
-    Outcome,
+    RankOutcome,
     RunLog,
     StepEnd,
     Trainer,
@@ -45,7 +45,9 @@ def main(run_dir: str) -> None:
             trainer.log(
                 Metric(values={"loss": loss, "grad_norm": float("nan") if step == 3 else 1.0})
             )
-            driver.log(StepEnd(accepted_attempt=0, cells={0: CellOutcome(ranks=[Outcome.NORMAL])}))
+            driver.log(
+                StepEnd(accepted_attempt=0, cells={0: CellOutcome(ranks=[RankOutcome.NORMAL])})
+            )
         if step == 2:
             run.record_checkpoint(step, path=f"{run_dir}/ckpt-{step}")
     run.finish()

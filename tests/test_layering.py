@@ -24,7 +24,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ftaudit.dataset": (*CORE, "ftaudit.verifier"),
     "ftaudit.verifier": CORE,
     "ftaudit.verifier.rules_doc": CORE,
-    "ftaudit.verifier.window": CORE,
+    "ftaudit.verifier.incremental": CORE,
     "ftaudit.synth": CORE,
     "ftaudit.cli.synth_cmd": CORE,
     "ftaudit.cli.app": (*CORE, "ftaudit.verifier", "rich"),

@@ -38,3 +38,54 @@ class QueryError(FtauditError):
 
 class WriterError(FtauditError):
     """The event writer could not make events durable."""
+
+
+class UsageError(FtauditError, ValueError):
+    """A caller gave ftaudit something it cannot use: a bad argument, a buffer or a run that
+    does not match. A ``ValueError`` too, so code written against the plain builtin still
+    catches it."""
+
+
+class EngineChecksumError(FtauditError):
+    """An engine's weight checksums could not be read: unreachable, refused, or malformed."""
+
+    def __init__(self, engine: str, reason: str) -> None:
+        super().__init__(f"{engine}: {reason}")
+        self.engine = engine
+        self.reason = reason
+
+
+class ChecksumUnsupportedError(EngineChecksumError):
+    """The engine answers, but its build has no weight-checksum action (too old, or not enabled)."""
+
+
+class UnsupportedMegatronSetupError(FtauditError, ValueError):
+    """A Megatron-core setup in which witnesses cannot work (``megatron/support.py``)."""
+
+
+class UnsupportedOptimizerError(FtauditError, TypeError):
+    """The optimizer's per-row state is unknown, so stale witness rows cannot be cleared."""
+
+
+class DemoError(FtauditError):
+    """The demo's training job failed in a way no fault of the schedule explains."""
+
+
+class ManifestError(UnusableInputError):
+    """A manifest file is missing, foreign, damaged, or does not match its digest."""
+
+
+class UnknownRuleError(FtauditError, ValueError):
+    """``select`` or ``skip`` named a rule that does not exist."""
+
+
+class SealError(UnusableInputError):
+    """A seal cannot be read, or its signature cannot be checked or does not match."""
+
+
+class UnsupportedAnnotation(UsageError, TypeError):
+    """A model field whose type has no Arrow mapping."""
+
+
+class UnsupportedShardingError(UsageError):
+    """A DTensor placement whose local shard is not a block of whole rows."""

@@ -69,9 +69,9 @@ def test_lm_batches_are_corpus_windows_with_full_loss() -> None:
     batch = ds.batch(ds.step_samples(2), np.arange(16))
     assert batch.tokens.shape == (16, ds.config.seq_len + 1)
     assert not batch.all_zero.any()
-    assert np.array_equal(batch.tokens[0], ds.window(32))
+    assert np.array_equal(batch.tokens[0], ds.text_slice(32))
     # index i is item i mod N: the stream wraps into the next epoch
-    assert np.array_equal(ds.batch(np.array([ds.size]), np.array([0])).tokens[0], ds.window(0))
+    assert np.array_equal(ds.batch(np.array([ds.size]), np.array([0])).tokens[0], ds.text_slice(0))
 
 
 def test_step_samples_are_contiguous_blocks() -> None:

@@ -13,7 +13,7 @@ from ftaudit.errors import CorruptSegmentError, UnusableInputError
 from ftaudit.eventlog import ResumeIndex, is_run, list_segments, scan_run
 from ftaudit.eventlog.rundir import EVENTS_DIR, segment_path
 from ftaudit.synth import SynthConfig, synthesize
-from ftaudit.verifier.window import select
+from ftaudit.verifier.incremental import select
 
 TINY = SynthConfig(
     steps=8,

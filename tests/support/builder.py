@@ -24,7 +24,7 @@ from ftaudit.eventlog import (
     EngineWeightChecksum,
     EventWriter,
     IntRuns,
-    Outcome,
+    RankOutcome,
     RunLog,
     SampleAdvantageSummary,
     StateAdopted,
@@ -47,8 +47,8 @@ from ftaudit.trainer_hooks import DriverSession
 from ftaudit.trainer_hooks.allocator import WitnessIdAllocator, witness_allocated_event
 
 OPTIONS = WriterOptions(fsync=False, flush_interval_s=3600)
-NORMAL = CellOutcome(ranks=[Outcome.NORMAL])
-DISCARDED = CellOutcome(ranks=[Outcome.DISCARDED_SHOULD_RETRY])
+NORMAL = CellOutcome(ranks=[RankOutcome.NORMAL])
+DISCARDED = CellOutcome(ranks=[RankOutcome.DISCARDED_SHOULD_RETRY])
 ERRORED = CellOutcome(errored=True)
 HEAD = "chunk0.head"
 TAIL = "chunk0.tail"
@@ -293,7 +293,9 @@ class Incarnation:
         stale = self.last_stale
         accepted = not (
             all(c.errored for c in cells.values())
-            or any(c.ranks and Outcome.DISCARDED_SHOULD_RETRY in c.ranks for c in cells.values())
+            or any(
+                c.ranks and RankOutcome.DISCARDED_SHOULD_RETRY in c.ranks for c in cells.values()
+            )
         )
         zero = set(zero_advantage)
         if zero:

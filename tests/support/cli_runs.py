@@ -19,7 +19,7 @@ from ftaudit.eventlog import (
     ChecksumWhen,
     Driver,
     IntRuns,
-    Outcome,
+    RankOutcome,
     RunLog,
     StepEnd,
     Trainer,
@@ -101,7 +101,7 @@ def write_run(run_dir: Path, shape: RunShape = RunShape()) -> Path:
             driver.log(
                 StepEnd(
                     accepted_attempt=0,
-                    cells={c: CellOutcome(ranks=[Outcome.NORMAL]) for c in range(shape.cells)},
+                    cells={c: CellOutcome(ranks=[RankOutcome.NORMAL]) for c in range(shape.cells)},
                 )
             )
     run.flush()

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ftaudit.cli.verify_cmd import build_app
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.verifier import Report, Violation, verify
-from ftaudit.verifier.window import select
+from ftaudit.verifier.incremental import select
 
 SHAPE = SynthConfig(
     steps=40,
@@ -50,9 +50,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SynthResult]:
         name: synthesize(root / name, dataclasses.replace(SHAPE, bug=bug, bug_step=step))
         for name, bug, step in [
             ("valid", None, None),
-            ("missing", "missing-sample", 33),
-            ("checksum", "checksum-mismatch", 33),
-            ("reissued", "reissued-ids", None),
+            ("missing", "missing_sample", 33),
+            ("checksum", "checksum_mismatch", 33),
+            ("reissued", "reissued_ids", None),
         ]
     }
 

@@ -91,9 +91,10 @@ def test_synth_command_writes_a_run_that_verifies(tmp_path: Path) -> None:
 def test_synth_command_with_a_bug_fails_verification(tmp_path: Path) -> None:
     runner = CliRunner()
     run = tmp_path / "run"
+    # the canonical name is snake_case; the dashed spelling of earlier versions still works
     result = runner.invoke(app, ["synth", str(run), "--steps", "8", "--bug", "missing-sample"])
     _check(result, 0)
-    assert "bug missing-sample at step 5 (expect FT004)" in result.stderr
+    assert "bug missing_sample at step 5 (expect FT004)" in result.stderr
     verdict = runner.invoke(app, ["verify", str(run), "--format", "json"])
     _check(verdict, 1)
     assert '"FT004"' in verdict.stdout
@@ -111,7 +112,7 @@ def test_list_bugs(tmp_path: Path) -> None:
     [
         (["--samples-per-step", "40000"], "use a larger buffer size"),
         (["--bug", "no-such-bug"], "unknown synth bug 'no-such-bug'"),
-        (["--bug", "checksum-mismatch", "--cells", "1"], "needs at least 2 cells"),
+        (["--bug", "checksum_mismatch", "--cells", "1"], "needs at least 2 cells"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -128,7 +129,7 @@ def test_refuses_a_directory_that_holds_a_run(small_run_dir: Path) -> None:
 
 
 def test_plan_puts_restart_bugs_on_the_last_resume() -> None:
-    config = SynthConfig(steps=40, restarts=2, bug="reissued-ids", checkpoint_every=4)
+    config = SynthConfig(steps=40, restarts=2, bug="reissued_ids", checkpoint_every=4)
     p = plan(config)
     assert len(p.crashes) == 2
     assert p.bug_step == p.crashes[-1][1] + 1

@@ -10,7 +10,7 @@ from ftaudit.eventlog import (
     AttemptEnd,
     CheckpointRef,
     CheckpointSaved,
-    Outcome,
+    RankOutcome,
     RunFinished,
     RunStarted,
     StepEnd,
@@ -58,7 +58,7 @@ def test_a_run_with_a_retry(tmp_path: Path) -> None:
     assert [(e.attempt, e.accepted) for e in ends] == [(0, False), (1, True)]
     (step_end,) = [r.event for r in _events(tmp_path, StepEnd)]
     assert (step_end.step, step_end.accepted_attempt) == (0, 1)
-    assert step_end.cells[1].errored and step_end.cells[0].ranks == [Outcome.NORMAL]
+    assert step_end.cells[1].errored and step_end.cells[0].ranks == [RankOutcome.NORMAL]
     assert len(_events(tmp_path, RunFinished)) == 1
 
 

@@ -23,17 +23,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.dataset.fingerprint import ALGORITHM
-from ftaudit.errors import UnusableInputError
+from ftaudit.errors import (
+    ManifestError,
+)
 from ftaudit.eventlog.rundir import manifest_path
 
 MANIFEST_VERSION = 1
 
 SCHEMA = pa.schema([("item", pa.int64()), ("fingerprint", pa.int64())])
 _KEYS = ("manifest_version", "algorithm", "dataset_size", "digest")
-
-
-class ManifestError(UnusableInputError):
-    """A manifest file is missing, foreign, damaged, or does not match its digest."""
 
 
 class DigestBuilder:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftaudit.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Bug:
@@ -171,9 +173,9 @@ def get_bug(name: str | None) -> Bug | None:
     """The bug called ``name`` (None for a correct run); an unknown name lists the known ones."""
     if name is None:
         return None
-    bug = BUGS_BY_NAME.get(name)
+    bug = BUGS_BY_NAME.get(name.replace("-", "_"))  # snake_case; dashes accepted too
     if bug is None:
-        raise ValueError(f"unknown bug {name!r}; known bugs: {', '.join(BUGS_BY_NAME)}")
+        raise UsageError(f"unknown bug {name!r}; known bugs: {', '.join(BUGS_BY_NAME)}")
     return bug
 
 

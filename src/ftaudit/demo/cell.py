@@ -31,13 +31,13 @@ from ftaudit.demo.data import Dataset
 from ftaudit.demo.model import TinyLM, policy_loss, token_logprobs
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.shards import shard_slice
-from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen
+from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, RankOutcome
 from ftaudit.eventlog.rundir import writer_dir
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 
-NORMAL = "normal"
-DISCARDED = "discarded_should_retry"
+NORMAL = RankOutcome.NORMAL.value
+DISCARDED = RankOutcome.DISCARDED_SHOULD_RETRY.value
 
 
 class Heartbeat:

@@ -91,7 +91,7 @@ class Dataset:
         self.objective = objective
         self.vocab_size = vocab_size
         self.corpus = corpus(seed, vocab_size, data.corpus_tokens)
-        self.num_windows = (len(self.corpus) - 1) // (data.seq_len + 1)
+        self.num_slices = (len(self.corpus) - 1) // (data.seq_len + 1)
         order = np.argsort(self.corpus[:-1], kind="stable")
         bounds = np.searchsorted(self.corpus[:-1][order], np.arange(vocab_size + 1))
         self._followers = [order[bounds[t] : bounds[t + 1]] + 1 for t in range(vocab_size)]
@@ -100,16 +100,16 @@ class Dataset:
     def size(self) -> int:
         """N, the number of distinct items: windows (LM) or prompts times completions (RL)."""
         if self.objective == "lm":
-            return self.num_windows
-        return self.num_windows * self.config.samples_per_prompt
+            return self.num_slices
+        return self.num_slices * self.config.samples_per_prompt
 
     def step_samples(self, step: int, offset: int = 0) -> np.ndarray:
         """The sample indices of a step's global batch: a contiguous block of the stream."""
         n = self.config.samples_per_step
         return np.arange(step * n + offset, (step + 1) * n + offset, dtype=np.int64)
 
-    def window(self, item: int) -> np.ndarray:
-        start = (item % self.num_windows) * (self.config.seq_len + 1)
+    def text_slice(self, item: int) -> np.ndarray:
+        start = (item % self.num_slices) * (self.config.seq_len + 1)
         return self.corpus[start : start + self.config.seq_len + 1]
 
     def __len__(self) -> int:
@@ -120,7 +120,7 @@ class Dataset:
         if not 0 <= item < self.size:
             raise IndexError(f"item {item} is outside the dataset of {self.size}")
         if self.objective == "lm":
-            return self.window(item)
+            return self.text_slice(item)
         tokens = self.rollout(item)
         return np.concatenate([tokens, tokens[-1:]])  # same shape as LM: targets shifted
 
@@ -132,7 +132,7 @@ class Dataset:
         """
         cfg = self.config
         item = item % self.size
-        prompt = self.window(item // cfg.samples_per_prompt)[: cfg.prompt_len]
+        prompt = self.text_slice(item // cfg.samples_per_prompt)[: cfg.prompt_len]
         rng = np.random.default_rng(_digest(self.seed, item))
         completion = np.empty(cfg.completion_len, dtype=np.int64)
         previous = int(prompt[-1])

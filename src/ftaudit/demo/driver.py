@@ -20,7 +20,7 @@ from torch.distributed import TCPStore
 
 from ftaudit.dataset import build_manifest
 from ftaudit.demo import bugs
-from ftaudit.demo.cell import DISCARDED, Cell
+from ftaudit.demo.cell import Cell
 from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.data import Dataset
 from ftaudit.demo.loader import DemoLoader
@@ -32,7 +32,7 @@ from ftaudit.eventlog.events import (
     CheckpointRef,
     LoaderState,
     LoaderWhen,
-    Outcome,
+    RankOutcome,
     WitnessAllocated,
 )
 from ftaudit.eventlog.resume import ResumeIndex
@@ -47,7 +47,7 @@ def checkpoint_dir(run_dir: str, iteration: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"iter_{iteration:06d}"
 
 
-class Driver:
+class DemoDriver:
     """Runs steps ``first_step .. cfg.steps - 1`` of one incarnation."""
 
     def __init__(self, cfg: DemoConfig) -> None:
@@ -178,7 +178,7 @@ class Driver:
         }
         results = self._collect(step, refs)
         return {
-            c: errored() if r is None else ranks(Outcome(r["outcome"]))
+            c: errored() if r is None else ranks(RankOutcome(r["outcome"]))
             for c, r in sorted(results.items())
         }
 
@@ -378,6 +378,7 @@ def _describe(outcomes: dict[int, CellOutcome]) -> str:
     def one(o: CellOutcome) -> str:
         if o.errored:
             return "error"
-        return "discarded" if any(r.value == DISCARDED for r in o.ranks) else "normal"
+        discarded = RankOutcome.DISCARDED_SHOULD_RETRY in o.ranks
+        return "discarded" if discarded else "normal"
 
     return ", ".join(f"cell {c} {one(o)}" for c, o in outcomes.items())

@@ -12,7 +12,7 @@ import sys
 import ray
 
 from ftaudit.demo.config import DemoConfig
-from ftaudit.demo.driver import Driver
+from ftaudit.demo.driver import DemoDriver
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = DemoConfig.from_json(args[0])
     ray.init(log_to_driver=False, configure_logging=False)
     try:
-        Driver(cfg).run()
+        DemoDriver(cfg).run()
     finally:
         ray.shutdown()
     return 0

@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING
 
 from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.talk import say
-from ftaudit.errors import FtauditError
+from ftaudit.errors import (
+    DemoError,
+)
 
 if TYPE_CHECKING:
     from ftaudit.verifier import Report
-
-
-class DemoError(FtauditError):
-    """The demo's training job failed in a way no fault of the schedule explains."""
 
 
 def new_run_dir() -> Path:

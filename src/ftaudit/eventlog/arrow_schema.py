@@ -20,6 +20,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel
 
+from ftaudit.errors import UnsupportedAnnotation
+
 _PRIMITIVES: dict[Any, pa.DataType] = {
     int: pa.int64(),
     float: pa.float64(),
@@ -27,10 +29,6 @@ _PRIMITIVES: dict[Any, pa.DataType] = {
     str: pa.string(),
     dt.datetime: pa.timestamp("us", tz="UTC"),
 }
-
-
-class UnsupportedAnnotation(TypeError):
-    """A model field whose type has no Arrow mapping."""
 
 
 def _strip_optional(annotation: Any) -> Any:

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ftaudit.errors import UsageError
+
 
 @dataclass(frozen=True)
 class StepAttempt:
@@ -31,7 +33,7 @@ def current() -> StepAttempt:
 def step_context(step: int, attempt: int = 0) -> Iterator[StepAttempt]:
     """Events logged inside take this step and attempt unless they set their own."""
     if step < 0 or attempt < 0:
-        raise ValueError(f"step and attempt must be non-negative, got {step}, {attempt}")
+        raise UsageError(f"step and attempt must be non-negative, got {step}, {attempt}")
     value = StepAttempt(step, attempt)
     token = _CURRENT.set(value)
     try:

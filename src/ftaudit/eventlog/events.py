@@ -55,7 +55,7 @@ class RunStatus(StrEnum):
     KILLED = "killed"
 
 
-class Outcome(StrEnum):
+class RankOutcome(StrEnum):
     NORMAL = "normal"
     DISCARDED_SHOULD_RETRY = "discarded_should_retry"
 
@@ -64,12 +64,14 @@ class CellOutcome(_Model):
     """One cell's result of an attempt: ``errored`` (the cell crashed) or its ranks' outcomes."""
 
     errored: bool = False
-    ranks: list[Outcome] = []
+    ranks: list[RankOutcome] = []
 
     @property
     def all_normal(self) -> bool:
         return (
-            not self.errored and bool(self.ranks) and all(o is Outcome.NORMAL for o in self.ranks)
+            not self.errored
+            and bool(self.ranks)
+            and all(o is RankOutcome.NORMAL for o in self.ranks)
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any, get_args
 
 import pyarrow as pa
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.arrow_schema import arrow_type, model_fields
 from ftaudit.eventlog.events import BUILTIN_EVENTS, Event
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS
@@ -54,16 +55,16 @@ class EventRegistry:
             raise TypeError(f"{model.__name__}.type must be a single string Literal")
         name = literal[0]
         if not _TYPE_NAME.match(name) or name in {"events", "metrics", "segments"}:
-            raise ValueError(f"event type name {name!r} must be snake_case and not a reserved view")
+            raise UsageError(f"event type name {name!r} must be snake_case and not a reserved view")
         known = self._types.get(name)
         if known is not None:
             if known.model is model:
                 return model
-            raise ValueError(f"event type {name!r} is already registered by {known.model!r}")
+            raise UsageError(f"event type {name!r} is already registered by {known.model!r}")
         fields = tuple(model_fields(model, ENVELOPE_ON_EVENT))
         clash = {n for n, _ in fields} & set(ENVELOPE_COLUMNS)
         if clash:
-            raise ValueError(
+            raise UsageError(
                 f"{model.__name__}: field(s) {sorted(clash)} clash with envelope columns; rename"
             )
         arrow_fields = tuple(pa.field(f"{name}.{n}", arrow_type(a)) for n, a in fields)

@@ -12,6 +12,7 @@ import os
 import uuid
 from pathlib import Path
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.events import (
     CheckpointRef,
     CheckpointSaved,
@@ -21,7 +22,7 @@ from ftaudit.eventlog.events import (
     WriterHead,
 )
 from ftaudit.eventlog.heads import disk_heads
-from ftaudit.eventlog.identity import Driver
+from ftaudit.eventlog.identity import Driver, Identity
 from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
 from ftaudit.eventlog.rundir import (
     INCARNATIONS_DIR,
@@ -29,7 +30,7 @@ from ftaudit.eventlog.rundir import (
     incarnation_dir,
     read_run_id,
 )
-from ftaudit.eventlog.segment import Source, fsync_dir
+from ftaudit.eventlog.segment import fsync_dir
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 
 
@@ -101,7 +102,7 @@ class RunLog:
         self.run_id = run_id
         self.incarnation = incarnation
         self.options = options or WriterOptions()
-        self._writers: dict[Source, EventWriter] = {}
+        self._writers: dict[Identity, EventWriter] = {}
 
     @classmethod
     def start(
@@ -113,7 +114,7 @@ class RunLog:
         config: dict[str, object] | None = None,
         dataset_size: int | None = None,
         deterministic_order: bool | None = None,
-        source: Source = Driver(),
+        source: Identity = Driver(),
         options: WriterOptions | None = None,
     ) -> RunLog:
         """Open a new incarnation: 0 in an empty directory, else the next free number.
@@ -127,11 +128,11 @@ class RunLog:
         if isinstance(resume_from, int):
             ref = find_checkpoint(root, resume_from)
             if ref is None:
-                raise ValueError(f"{root}: no complete checkpoint at iteration {resume_from}")
+                raise UsageError(f"{root}: no complete checkpoint at iteration {resume_from}")
             resume_from = ref
         incarnation = _claim_incarnation(root)
         if incarnation == 0 and resume_from is not None:
-            raise ValueError(f"{root}: incarnation 0 cannot resume from a checkpoint")
+            raise UsageError(f"{root}: incarnation 0 cannot resume from a checkpoint")
         run = cls(root, run_id, incarnation, options)
         writer = run.writer(source)
         writer.log(
@@ -153,10 +154,10 @@ class RunLog:
         """Join an incarnation that a driver started (from a worker process)."""
         root = Path(run_dir)
         if not incarnation_dir(root, incarnation).is_dir():
-            raise ValueError(f"{root}: incarnation {incarnation} was never started")
+            raise UsageError(f"{root}: incarnation {incarnation} was never started")
         return cls(root, _run_id(root), incarnation, options)
 
-    def writer(self, source: Source) -> EventWriter:
+    def writer(self, source: Identity) -> EventWriter:
         """This process's writer for ``source`` (created on first use)."""
         writer = self._writers.get(source)
         if writer is None:
@@ -175,7 +176,7 @@ class RunLog:
         iteration: int,
         *,
         path: str = "",
-        source: Source = Driver(),
+        source: Identity = Driver(),
         complete: bool | None = None,
     ) -> CheckpointSaved:
         """Checkpoint ``iteration`` is durable: flush, then log the snapshot of this process.
@@ -218,7 +219,7 @@ class RunLog:
                 heads[w.writer_id] = WriterHead(last_seq=seq, digest=digest)
         return dict(sorted(heads.items()))
 
-    def finish(self, status: RunStatus = RunStatus.COMPLETED, source: Source = Driver()) -> None:
+    def finish(self, status: RunStatus = RunStatus.COMPLETED, source: Identity = Driver()) -> None:
         """Log the end of this incarnation, with every writer's final head, and close."""
         self.writer(source).log(RunFinished(status=status, final_heads=self.job_heads()))
         self.close()

@@ -21,14 +21,12 @@ import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrow_schema import to_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
-from ftaudit.eventlog.identity import Driver, Engine, RolloutManager, Trainer
+from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.record import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import EventRegistry
 from ftaudit.eventlog.rundir import TEMP_PREFIX
 
 META_PREFIX = "ftaudit."
-
-Source = Driver | RolloutManager | Trainer | Engine
 
 
 DIGEST_KEY = f"{META_PREFIX}digest"
@@ -125,7 +123,7 @@ class SegmentMeta:
         )
 
 
-def _source_columns(source: Source, n: int) -> list[pa.Array]:
+def _source_columns(source: Identity, n: int) -> list[pa.Array]:
     role = getattr(source, "role", None)
     cell = getattr(source, "cell_index", None)
     rank = getattr(source, "rank_within_cell", None)
@@ -146,7 +144,7 @@ def build_table(
     run_id: str,
     incarnation: int,
     writer: str,
-    source: Source,
+    source: Identity,
     registry: EventRegistry,
     prev_digest: str = "",
     dropped: int = 0,

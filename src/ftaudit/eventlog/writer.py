@@ -22,16 +22,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ftaudit.errors import WriterError
+from ftaudit.errors import UsageError, WriterError
 from ftaudit.eventlog.context import current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
+from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import segment_path
 from ftaudit.eventlog.segment import (
     NO_VALUE,
     Batch,
-    Source,
     build_table,
     write_atomically,
 )
@@ -67,7 +67,7 @@ class WriterOptions:
     :mod:`ftaudit.eventlog.fallback`)."""
 
 
-def new_writer_id(source: Source, incarnation: int) -> str:
+def new_writer_id(source: Identity, incarnation: int) -> str:
     """Unique per process lifetime, so a restarted process never reuses a dead one's files."""
     return f"{source.slug()}.i{incarnation}.p{os.getpid()}.{secrets.token_hex(4)}"
 
@@ -78,7 +78,7 @@ class EventWriter:
     def __init__(
         self,
         run_dir: str | os.PathLike[str],
-        source: Source,
+        source: Identity,
         *,
         run_id: str,
         incarnation: int,
@@ -147,7 +147,7 @@ class EventWriter:
             step = ctx.step if step is None else step
             attempt = ctx.attempt if attempt is None else attempt
             if needs_step and (step is None or attempt is None):
-                raise ValueError(
+                raise UsageError(
                     f"{event.type} needs a step and an attempt: set them on the event "
                     "or log it inside ftaudit.step_context(step, attempt)"
                 )
@@ -175,7 +175,7 @@ class EventWriter:
     def _learn(self, cls: type[Event]) -> bool:
         """First event of a class: check it is registered, remember whether it needs a step."""
         if cls.model_fields["type"].default not in self.registry:
-            raise ValueError(f"event type {cls.model_fields['type'].default!r} is not registered")
+            raise UsageError(f"event type {cls.model_fields['type'].default!r} is not registered")
         self._known[cls] = cls.needs_step
         return cls.needs_step
 

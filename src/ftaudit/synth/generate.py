@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog import (
     AttemptEnd,
     CellOutcome,
@@ -30,8 +31,8 @@ from ftaudit.eventlog import (
     Driver,
     EventWriter,
     IntRuns,
-    Outcome,
     ParameterManifest,
+    RankOutcome,
     RunLog,
     RunStatus,
     StepApplied,
@@ -46,7 +47,7 @@ from ftaudit.eventlog import (
 from ftaudit.eventlog.ring import max_ids_per_step
 from ftaudit.eventlog.rundir import is_run, segment_path
 from ftaudit.synth.bugs import SynthBug, get_bug
-from ftaudit.synth.ring import Allocation, RunRing
+from ftaudit.synth.ring import AllocationArcs, RunRing
 from ftaudit.synth.slots import SlotSet
 
 TENSORS = (
@@ -87,36 +88,36 @@ class SynthConfig:
     def check(self) -> None:
         """Raise ``ValueError`` for a shape the generator cannot make valid."""
         if self.steps < 1 or self.cells < 1 or self.ranks < 1:
-            raise ValueError("steps, cells and ranks must be at least 1")
+            raise UsageError("steps, cells and ranks must be at least 1")
         if self.samples_per_step < 1:
-            raise ValueError("samples per step must be at least 1")
+            raise UsageError("samples per step must be at least 1")
         limit = max_ids_per_step(self.buffer_size)
         if self.samples_per_step > limit:
-            raise ValueError(
+            raise UsageError(
                 f"{self.samples_per_step} samples per step exceed B - floor(0.7 B) = {limit} "
                 f"for B = {self.buffer_size}: use a larger buffer size"
             )
-        retried = self.retries > 0 or self.bug == "leaked-attempt"
+        retried = self.retries > 0 or self.bug == "leaked_attempt"
         if retried and 2 * self.samples_per_step > limit:
-            raise ValueError(
+            raise UsageError(
                 f"a retried step allocates twice {self.samples_per_step} ids, more than "
                 f"B - floor(0.7 B) = {limit} for B = {self.buffer_size}: use a larger buffer "
                 "size or fewer samples per step"
             )
         if self.restarts < 0 or self.retries < 0:
-            raise ValueError("restarts and retries must be non-negative")
+            raise UsageError("restarts and retries must be non-negative")
         if self.retries > self.steps:
-            raise ValueError(f"cannot retry {self.retries} of {self.steps} steps")
+            raise UsageError(f"cannot retry {self.retries} of {self.steps} steps")
         if not self.instances:
-            raise ValueError("at least one snapshot instance is needed")
+            raise UsageError("at least one snapshot instance is needed")
         if self.bug is not None:
             bug = get_bug(self.bug)
-            if bug.name == "checksum-mismatch" and self.cells < 2:
-                raise ValueError("the checksum-mismatch bug needs at least 2 cells")
-            if bug.name in ("skipped-step", "sample-twice") and self.steps < 3:
-                raise ValueError(f"the {bug.name} bug needs at least 3 steps")
+            if bug.name == "checksum_mismatch" and self.cells < 2:
+                raise UsageError("the checksum-mismatch bug needs at least 2 cells")
+            if bug.name in ("skipped_step", "sample_twice") and self.steps < 3:
+                raise UsageError(f"the {bug.name} bug needs at least 3 steps")
             if bug.needs_restart and self.steps < 4:
-                raise ValueError(f"the {bug.name} bug needs at least 4 steps (a restart)")
+                raise UsageError(f"the {bug.name} bug needs at least 4 steps (a restart)")
 
 
 @dataclass(frozen=True)
@@ -173,18 +174,18 @@ def plan(config: SynthConfig) -> _Plan:
     if bug is not None:
         if bug.needs_restart:
             if not crashes:
-                raise ValueError(f"the {bug.name} bug needs a restart: use more steps")
+                raise UsageError(f"the {bug.name} bug needs a restart: use more steps")
             bug_step = final_first
         else:
-            floor = 1 if bug.name in ("skipped-step", "sample-twice") else 0
+            floor = 1 if bug.name in ("skipped_step", "sample_twice") else 0
             default = max(final_first, floor, config.steps - 3)
             bug_step = config.bug_step if config.bug_step is not None else default
             if not (max(final_first, floor) <= bug_step < config.steps):
-                raise ValueError(
+                raise UsageError(
                     f"bug step {bug_step} must be in [{max(final_first, floor)}, {config.steps})"
                 )
     retried = set(rng.sample(range(config.steps), config.retries)) if config.retries else set()
-    if bug is not None and bug.name == "leaked-attempt" and bug_step is not None:
+    if bug is not None and bug.name == "leaked_attempt" and bug_step is not None:
         retried.add(bug_step)
     discarding = {s: rng.randrange(config.cells) for s in sorted(retried)}
     return _Plan(every, tuple(crashes), frozenset(retried), bug_step, discarding)
@@ -251,25 +252,25 @@ class _Generator:
         first = resume.iteration + 1 if resume is not None else 0
         bug = self.bug.name if self.bug and first == self.plan.bug_step else None
         for (c, r), writer in trainers.items():
-            self._log(writer, _manifest(first, c, r, frozen=bug == "head-frozen" and c == 0))
+            self._log(writer, _manifest(first, c, r, frozen=bug == "head_frozen" and c == 0))
         if resume is None:
             return inc
         rows, counter, next_sample = self.saved[(resume.iteration, resume.incarnation)]
         # the hooks resume from the highest counter ever logged, not the checkpoint's
-        inc.ring.resume(counter if bug == "reissued-ids" else self.max_counter)
+        inc.ring.resume(counter if bug == "reissued_ids" else self.max_counter)
         inc.weights = dict(rows)
-        if bug == "not-rolled-back" and abandoned is not None:
+        if bug == "not_rolled_back" and abandoned is not None:
             inc.weights[0] = abandoned.weights[0]
         inc.next_sample = next_sample
         for (c, r), writer in trainers.items():
-            if bug == "no-restore-evidence" and c == 0:
+            if bug == "no_restore_evidence" and c == 0:
                 continue  # cell 0 kept what its process held and said nothing
             hashes = (
                 self._hashes(-1 - (abandoned.ring.counter if abandoned else 0), r)
-                if bug == "not-rolled-back" and c == 0
+                if bug == "not_rolled_back" and c == 0
                 else self._hashes(resume.iteration, r)
             )
-            if bug == "scheduler-not-restored":
+            if bug == "scheduler_not_restored":
                 hashes = {**hashes, "stateful/lr_scheduler": _digest("a fresh scheduler")}
             self._log(
                 writer,
@@ -296,7 +297,7 @@ class _Generator:
     def checkpoint(self, inc: _Incarnation, step: int) -> None:
         ref = CheckpointRef(iteration=step, incarnation=inc.log.incarnation)
         self.saved[(step, ref.incarnation)] = (dict(inc.weights), inc.ring.counter, inc.next_sample)
-        late = self.bug is not None and self.bug.name == "checkpoint-late"
+        late = self.bug is not None and self.bug.name == "checkpoint_late"
         late = late and self.plan.bug_step is not None and step >= self.plan.bug_step
         for (c, r), writer in inc.trainers.items():
             self._log(
@@ -321,12 +322,12 @@ class _Generator:
         bug = self.bug.name if self.bug else None
         at_bug = step == self.plan.bug_step
         S = cfg.samples_per_step
-        normal = CellOutcome(ranks=[Outcome.NORMAL] * cfg.ranks)
+        normal = CellOutcome(ranks=[RankOutcome.NORMAL] * cfg.ranks)
         gap_writer: EventWriter | None = None
-        if bug == "sequence-gap" and at_bug:
+        if bug == "sequence_gap" and at_bug:
             gap_writer = inc.trainers[(0, 0)]
             gap_writer.flush()
-        first_sample = inc.next_sample - (1 if bug == "sample-twice" and at_bug else 0)
+        first_sample = inc.next_sample - (1 if bug == "sample_twice" and at_bug else 0)
         samples = IntRuns(starts=[first_sample], lengths=[S])
         attempt = 0
         if step in self.plan.retried and step not in self.tried:
@@ -335,17 +336,17 @@ class _Generator:
             cells = {c: normal for c in range(cfg.cells)}
             bad = self.plan.discarding_cell[step]
             cells[bad] = CellOutcome(
-                ranks=[Outcome.DISCARDED_SHOULD_RETRY] + [Outcome.NORMAL] * (cfg.ranks - 1)
+                ranks=[RankOutcome.DISCARDED_SHOULD_RETRY] + [RankOutcome.NORMAL] * (cfg.ranks - 1)
             )
             self._log(
                 inc.driver, AttemptEnd(step=step, attempt=attempt, accepted=False, cells=cells)
             )
-            if bug == "leaked-attempt" and at_bug:
+            if bug == "leaked_attempt" and at_bug:
                 inc.weights[0] = inc.weights[0] | SlotSet.from_runs(discarded.witness_ids)
             attempt += 1
         previous = inc.last_ids
         alloc = self._allocate(
-            inc, step, attempt, S, samples, logged=not (bug == "allocation-lost" and at_bug)
+            inc, step, attempt, S, samples, logged=not (bug == "allocation_lost" and at_bug)
         )
         inc.last_ids = alloc.witness_ids
         inc.next_sample = first_sample + S
@@ -356,7 +357,7 @@ class _Generator:
         gap_first: int | None = None
         for c in range(cfg.cells):
             got = trained
-            if bug == "missing-sample" and at_bug and c == cfg.cells - 1:
+            if bug == "missing_sample" and at_bug and c == cfg.cells - 1:
                 got = trained - SlotSet.of(
                     [(alloc.witness_ids.starts[0], alloc.witness_ids.starts[0] + 1)]
                 )
@@ -376,9 +377,9 @@ class _Generator:
                 for instance in cfg.instances
             ]
             gradient = alloc.witness_ids
-            if bug == "gradient-not-cleared" and at_bug and c == 0:
+            if bug == "gradient_not_cleared" and at_bug and c == 0:
                 gradient = (SlotSet.from_runs(gradient) | SlotSet.from_runs(previous)).to_runs()
-            applied = step + (2 if bug == "stepped-twice" and c == 0 and at_bug else 1)
+            applied = step + (2 if bug == "stepped_twice" and c == 0 and at_bug else 1)
             for r in range(cfg.ranks):
                 writer = inc.trainers[(c, r)]
                 for event in events:
@@ -408,7 +409,7 @@ class _Generator:
                     ),
                 )
                 h = hashes[r]
-                if bug == "checksum-mismatch" and at_bug and c == cfg.cells - 1 and r == 0:
+                if bug == "checksum_mismatch" and at_bug and c == cfg.cells - 1 and r == 0:
                     h = {**h, TENSORS[0]: _digest(f"diverged:{step}")}
                 self._log(
                     writer,
@@ -441,7 +442,7 @@ class _Generator:
         samples: IntRuns | tuple[()],
         *,
         logged: bool = True,
-    ) -> Allocation:
+    ) -> AllocationArcs:
         alloc = inc.ring.allocate(n)
         if not logged:
             return alloc  # handed out, never durable: the allocation-lost bug
@@ -496,7 +497,7 @@ def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthRes
     config.check()
     root = Path(run_dir)
     if is_run(root):
-        raise ValueError(f"{root} already holds a run; synth writes only into a new directory")
+        raise UsageError(f"{root} already holds a run; synth writes only into a new directory")
     started = time.perf_counter()
     the_plan = plan(config)
     bug = get_bug(config.bug) if config.bug else None
@@ -514,7 +515,7 @@ def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthRes
     step = 0
     since_flush = 0
     while step < config.steps:
-        skip = bug is not None and bug.name == "skipped-step" and step == the_plan.bug_step
+        skip = bug is not None and bug.name == "skipped_step" and step == the_plan.bug_step
         if not skip:
             gen.step(inc, step)
         since_flush += 1

@@ -15,7 +15,7 @@ from ftaudit.eventlog.ring import keep_size, stale_arc
 
 
 @dataclass(frozen=True)
-class Allocation:
+class AllocationArcs:
     """One allocation as arcs: its ids in order, its stale slots, the counter after it."""
 
     witness_ids: IntRuns
@@ -37,7 +37,7 @@ class RunRing:
         self.keep = keep_size(buffer_size)
         self.counter = counter
 
-    def allocate(self, num_ids: int) -> Allocation:
+    def allocate(self, num_ids: int) -> AllocationArcs:
         if num_ids < 0:
             raise ValueError(f"num_ids (n) must be non-negative, got {num_ids}")
         if num_ids > self.buffer_size:
@@ -47,7 +47,7 @@ class RunRing:
         after = self.counter + num_ids
         stale = IntRuns.arc(*stale_arc(after, B), B)
         self.counter = after
-        return Allocation(ids, stale, after)
+        return AllocationArcs(ids, stale, after)
 
     def resume(self, counter: int) -> None:
         """Continue from ``counter``; like the real allocator, never move backwards."""

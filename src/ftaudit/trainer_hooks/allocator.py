@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.events import WitnessAllocated
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.ring import (
@@ -59,7 +60,7 @@ class WitnessIdAllocator:
 
     def __init__(self, buffer_size: int) -> None:
         if buffer_size <= 0:
-            raise ValueError(f"buffer_size (B) must be positive, got {buffer_size}")
+            raise UsageError(f"buffer_size (B) must be positive, got {buffer_size}")
         self.buffer_size = buffer_size
         self.keep = keep_size(buffer_size)
         self._counter = 0
@@ -72,9 +73,9 @@ class WitnessIdAllocator:
     def allocate(self, num_ids: int) -> WitnessInfo:
         """The next ``num_ids`` slots of the ring and the stale slots after them."""
         if num_ids < 0:
-            raise ValueError(f"num_ids (n) must be non-negative, got {num_ids}")
+            raise UsageError(f"num_ids (n) must be non-negative, got {num_ids}")
         if num_ids > self.buffer_size:
-            raise ValueError(
+            raise UsageError(
                 f"cannot allocate {num_ids} witness ids from a buffer of {self.buffer_size}: "
                 f"increase the buffer size (B); for exact results one step allocates at most "
                 f"B - floor(0.7 * B) ids, so use B >= {min_buffer_size(num_ids)}"
@@ -89,7 +90,7 @@ class WitnessIdAllocator:
     def resume(self, counter: int) -> int:
         """Continue from ``counter`` (the highest ever logged); it never moves backwards."""
         if counter < 0:
-            raise ValueError(f"counter must be non-negative, got {counter}")
+            raise UsageError(f"counter must be non-negative, got {counter}")
         self._counter = max(self._counter, counter)
         return self._counter
 
@@ -114,9 +115,9 @@ def witness_allocated_event(
     samples = np.asarray(sample_indices, dtype=np.int64).reshape(-1)
     n = len(info.witness_ids)
     if samples.size != n:
-        raise ValueError(f"{n} witness ids but {samples.size} sample indices")
+        raise UsageError(f"{n} witness ids but {samples.size} sample indices")
     if (samples < 0).any():
-        raise ValueError("sample indices must be non-negative")
+        raise UsageError("sample indices must be non-negative")
     stale = (
         IntRuns.arc(info.stale_ids[0], len(info.stale_ids), buffer_size)
         if info.stale_ids

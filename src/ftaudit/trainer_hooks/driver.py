@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ftaudit.dataset.manifest import DatasetManifest, read_manifest, write_manifest
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import (
     AttemptEnd,
@@ -24,7 +25,7 @@ from ftaudit.eventlog.events import (
     DataOrder,
     LoaderState,
     Metric,
-    Outcome,
+    RankOutcome,
     RunStatus,
     StepEnd,
 )
@@ -52,7 +53,7 @@ def should_retry(cells: Mapping[int, CellOutcome]) -> bool:
     if all(c.errored for c in cells.values()):  # also true with no cell at all
         return True
     return any(
-        o is Outcome.DISCARDED_SHOULD_RETRY
+        o is RankOutcome.DISCARDED_SHOULD_RETRY
         for c in cells.values()
         if not c.errored
         for o in c.ranks
@@ -73,7 +74,7 @@ def allocator_from_index(index: ResumeIndex, buffer_size: int) -> WitnessIdAlloc
         return allocator  # nothing was ever logged (or durable): a fresh ring
     sizes = index.buffer_sizes - {buffer_size}
     if sizes:
-        raise ValueError(
+        raise UsageError(
             f"{index.run_dir}: the run was started with buffer size {sorted(sizes)}, "
             f"not {buffer_size}; the witness ring cannot change size within a run"
         )
@@ -86,9 +87,9 @@ def errored() -> CellOutcome:
     return CellOutcome(errored=True)
 
 
-def ranks(*outcomes: Outcome | str) -> CellOutcome:
+def ranks(*outcomes: RankOutcome | str) -> CellOutcome:
     """A cell whose ranks reported ``outcomes`` (``"normal"`` or ``"discarded_should_retry"``)."""
-    return CellOutcome(ranks=[Outcome(o) for o in outcomes])
+    return CellOutcome(ranks=[RankOutcome(o) for o in outcomes])
 
 
 class DriverSession:
@@ -147,7 +148,7 @@ class DriverSession:
         index = index if index is not None else ResumeIndex.open(run_dir)
         ref = index.checkpoint_at(resume_from) if isinstance(resume_from, int) else resume_from
         if isinstance(resume_from, int) and ref is None:
-            raise ValueError(f"{run_dir}: no complete checkpoint at iteration {resume_from}")
+            raise UsageError(f"{run_dir}: no complete checkpoint at iteration {resume_from}")
         allocator = allocator_from_index(index, buffer_size)
         run = RunLog.start(
             run_dir,
@@ -208,7 +209,7 @@ class DriverSession:
         n = len(sample_indices)
         limit = max_ids_per_step(self.buffer_size)
         if n > limit:
-            raise ValueError(
+            raise UsageError(
                 f"step {step} attempt {attempt} allocates {n} witness ids but a buffer of "
                 f"{self.buffer_size} allows at most {limit} per attempt: increase the buffer "
                 "size (B) to at least "

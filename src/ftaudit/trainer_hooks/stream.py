@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ftaudit.errors import UsageError
+
 
 def sampler_positions(
     *,
@@ -37,10 +39,10 @@ def sampler_positions(
     ``epoch_size`` is the sampler's ``total_size`` (``num_samples * num_replicas``).
     """
     if not 0 <= rank < num_replicas:
-        raise ValueError(f"rank {rank} is not in [0, num_replicas={num_replicas})")
+        raise UsageError(f"rank {rank} is not in [0, num_replicas={num_replicas})")
     offsets = np.asarray(local_offsets, dtype=np.int64)
     if offsets.size and (offsets.min() < 0 or offsets.max() * num_replicas + rank >= epoch_size):
-        raise ValueError(f"local offsets must address positions inside an epoch of {epoch_size}")
+        raise UsageError(f"local offsets must address positions inside an epoch of {epoch_size}")
     return epoch * epoch_size + offsets * num_replicas + rank
 
 
@@ -52,5 +54,5 @@ def counter_positions(consumed_before: int, count: int) -> np.ndarray:
     start of the step, restored at a resume, is the first position of the step's batch.
     """
     if consumed_before < 0 or count < 0:
-        raise ValueError("consumed_before and count must be non-negative")
+        raise UsageError("consumed_before and count must be non-negative")
     return np.arange(consumed_before, consumed_before + count, dtype=np.int64)

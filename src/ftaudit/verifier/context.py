@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ftaudit.errors import UnusableInputError
+from ftaudit.eventlog.events import RankOutcome
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
-    from ftaudit.verifier.window import Window
+    from ftaudit.verifier.incremental import IncrementalScope
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -30,23 +32,35 @@ class CellResult:
     """One cell's outcome in an attempt, as the driver logged it."""
 
     errored: bool
-    ranks: tuple[str, ...]
+    ranks: tuple[RankOutcome, ...]
 
     @property
     def all_normal(self) -> bool:
-        return not self.errored and bool(self.ranks) and all(r == "normal" for r in self.ranks)
+        return (
+            not self.errored
+            and bool(self.ranks)
+            and all(r is RankOutcome.NORMAL for r in self.ranks)
+        )
 
     @property
     def discarded(self) -> bool:
-        return not self.errored and "discarded_should_retry" in self.ranks
+        return not self.errored and RankOutcome.DISCARDED_SHOULD_RETRY in self.ranks
 
 
 def parse_cells(value: Any) -> dict[int, CellResult]:
     """A ``cells`` map column (a list of key/value pairs from Arrow) as a dict."""
     items = value.items() if isinstance(value, dict) else (value or [])
     return {
-        int(k): CellResult(bool(v.get("errored")), tuple(v.get("ranks") or ())) for k, v in items
+        int(k): CellResult(bool(v.get("errored")), tuple(_outcome(r) for r in v.get("ranks") or ()))
+        for k, v in items
     }
+
+
+def _outcome(value: str) -> RankOutcome:
+    try:
+        return RankOutcome(value)
+    except ValueError:
+        raise UnusableInputError(f"unknown rank outcome {value!r} in a driver's cells") from None
 
 
 @dataclass(frozen=True)
@@ -124,20 +138,20 @@ def _runs(value: dict[str, list[int]] | None) -> IntRuns:
 class RunContext:
     """The run as the rules see it: history, incarnations, allocations.
 
-    With a :class:`~ftaudit.verifier.window.Window` (``ft-verify --since-step K``) only
-    the segments a check of steps ``>= K`` needs were loaded; rules then judge only
-    those steps and do not mistake the unloaded past for missing events.
+    With an :class:`~ftaudit.verifier.incremental.IncrementalScope` (``ft-verify
+    --since-step K``) only the segments a check of steps ``>= K`` needs were loaded; rules
+    then judge only those steps and do not mistake the unloaded past for missing events.
     """
 
     def __init__(
         self,
         session: Session,
-        window: Window | None = None,
+        scope: IncrementalScope | None = None,
         data_manifests: Sequence[str | os.PathLike[str]] = (),
         anchors: Anchors = NO_ANCHORS,
     ) -> None:
         self.session = session
-        self.window = window
+        self.scope = scope
         self.data_manifests = tuple(data_manifests)
         """Dataset manifest files kept outside the run (``ft-verify --data-manifest``)."""
         self.anchors = anchors
@@ -146,22 +160,22 @@ class RunContext:
     @property
     def since(self) -> int:
         """The first step under judgement (0 for a full verification)."""
-        return self.window.since if self.window is not None else 0
+        return self.scope.since if self.scope is not None else 0
 
     def writer_complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded (always, in a full verification)."""
-        return self.window is None or self.window.complete(writer)
+        return self.scope is None or self.scope.complete(writer)
 
     def incarnation_complete(self, incarnation: int) -> bool:
         """Whether every event of the incarnation's driver was loaded."""
-        if self.window is None:
+        if self.scope is None:
             return True
         drivers = {
             s.meta.writer
             for s in self.scan.segments
             if s.meta.incarnation == incarnation and s.meta.writer.startswith("driver.")
         }
-        return bool(drivers) and all(self.window.complete(w) for w in drivers)
+        return bool(drivers) and all(self.scope.complete(w) for w in drivers)
 
     def new_incarnation(self, incarnation: int) -> bool:
         """Whether the incarnation began at a step under judgement."""
@@ -181,11 +195,9 @@ class RunContext:
     @cached_property
     def incarnations(self) -> dict[int, Incarnation]:
         rows = self.rows(
-            """SELECT incarnation, min(resumed_from.iteration) AS ri,
-                      min(resumed_from.incarnation) AS rinc, max(buffer_size) AS b,
-                      max(dataset_size) AS n, bool_or(deterministic_order) AS det,
-                      count(*) AS starts
-               FROM run_started GROUP BY incarnation ORDER BY incarnation""",
+            """SELECT incarnation, resumed_iteration AS ri, resumed_incarnation AS rinc,
+                      buffer_size AS b, dataset_size AS n, deterministic_order AS det, starts
+               FROM incarnations ORDER BY incarnation""",
             label="incarnations",
         )
         return {

@@ -6,19 +6,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 
-from ftaudit.errors import FtauditError
+from ftaudit.errors import (
+    UnknownRuleError,
+    UsageError,
+)
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation
+from ftaudit.verifier.incremental import IncrementalScope
+from ftaudit.verifier.incremental import select as select_window
 from ftaudit.verifier.rules import RULES
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 from ftaudit.verifier.session import Session
-from ftaudit.verifier.window import Window
-from ftaudit.verifier.window import select as select_window
-
-
-class UnknownRuleError(FtauditError, ValueError):
-    """``select`` or ``skip`` named a rule that does not exist."""
 
 
 def _lookup(key: str) -> Rule:
@@ -58,7 +57,7 @@ def verify(
     rule name. A report with violations is returned, not raised.
 
     ``since_step=K`` verifies incrementally: only the segments that a check of steps
-    ``>= K`` needs are read (see :mod:`ftaudit.verifier.window`), and only violations
+    ``>= K`` needs are read (see :mod:`ftaudit.verifier.incremental`), and only violations
     at those steps (or in incarnations that began there) are reported. Its verdict on
     those steps is the full verification's; its cost grows with the new events.
 
@@ -73,12 +72,12 @@ def verify(
     rules = select_rules(select, skip)
     if isinstance(run, Session):
         if since_step:
-            raise ValueError("since_step needs a run directory, not an opened session")
+            raise UsageError("since_step needs a run directory, not an opened session")
         return _check(run, rules, None, progress, data_manifests, anchors)
     run_dir = run
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
-    window: Window | None = None
+    window: IncrementalScope | None = None
     if since_step is not None and since_step > 0:
         scan, window = select_window(run_dir, since_step)
         opened = Session.open(run_dir, scan=scan, head_only=window.head_only)
@@ -97,7 +96,7 @@ def verify(
 def _check(
     session: Session,
     rules: list[Rule],
-    window: Window | None,
+    window: IncrementalScope | None,
     progress: Callable[[str], None] | None,
     data_manifests: Sequence[str | os.PathLike[str]],
     anchors: Anchors,
@@ -112,7 +111,7 @@ def _check(
         outcome = rule.check(ctx)
         if window is not None:
             kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
-            outcome = Outcome(outcome.checked, kept, outcome.note, outcome.counts)
+            outcome = RuleOutcome(outcome.checked, kept, outcome.note, outcome.counts)
         results.append(
             RuleResult(
                 code=rule.code,

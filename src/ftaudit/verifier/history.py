@@ -16,7 +16,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ftaudit.verifier.context import RunContext, parse_cells
+from ftaudit.verifier.context import CellResult, RunContext, parse_cells
 from ftaudit.verifier.coverage import StepCoverage, step_coverage
 from ftaudit.verifier.session import Session
 
@@ -140,18 +140,16 @@ class RunHistory:
         return sum(a.status == "retried" for a in self.attempts)
 
 
-def _state(errored: bool, ranks: tuple[str, ...]) -> str:
-    if errored:
+def _state(cell: CellResult) -> str:
+    if cell.errored:
         return "errored"
-    if "discarded_should_retry" in ranks:
+    if cell.discarded:
         return "discarded"
-    return "normal" if ranks else "unknown"
+    return "normal" if cell.ranks else "unknown"
 
 
 def _cells(value: object) -> tuple[CellState, ...]:
-    return tuple(
-        CellState(c, _state(r.errored, r.ranks)) for c, r in sorted(parse_cells(value).items())
-    )
+    return tuple(CellState(c, _state(r)) for c, r in sorted(parse_cells(value).items()))
 
 
 def _mean(values: list[float]) -> float:

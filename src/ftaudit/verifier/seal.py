@@ -24,7 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ftaudit.errors import UnusableInputError
+from ftaudit.errors import (
+    SealError,
+)
 from ftaudit.eventlog.events import WriterHead
 from ftaudit.eventlog.heads import disk_heads
 from ftaudit.eventlog.reader import scan_run
@@ -35,10 +37,6 @@ KEY_ENV = "FTAUDIT_HMAC_KEY"
 KEY_FILE_ENV = "FTAUDIT_HMAC_KEY_FILE"
 """A file holding the HMAC key (its bytes, a trailing newline removed)."""
 FORMAT_VERSION = 1
-
-
-class SealError(UnusableInputError):
-    """A seal cannot be read, or its signature cannot be checked or does not match."""
 
 
 class Seal(BaseModel):

@@ -20,7 +20,9 @@ HISTORY_VIEWS: dict[str, str] = {
         SELECT incarnation,
                min(resumed_from.iteration) AS resumed_iteration,
                min(resumed_from.incarnation) AS resumed_incarnation,
-               min(buffer_size) AS buffer_size,
+               max(buffer_size) AS buffer_size,
+               max(dataset_size) AS dataset_size,
+               bool_or(deterministic_order) AS deterministic_order,
                count(*) AS starts,
                min(ts) AS started_at
         FROM run_started

@@ -17,24 +17,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
-from ftaudit.errors import FtauditError
+from ftaudit.errors import ChecksumUnsupportedError, EngineChecksumError, FtauditError, UsageError  # noqa: F401 (documented here)
 
 ERROR_TENSOR = "!error"
 """The tensor name under which a recorder logs an engine it could not read (see
 :class:`ftaudit.trainer_hooks.engines.EngineChecksumRecorder`)."""
-
-
-class EngineChecksumError(FtauditError):
-    """An engine's weight checksums could not be read: unreachable, refused, or malformed."""
-
-    def __init__(self, engine: str, reason: str) -> None:
-        super().__init__(f"{engine}: {reason}")
-        self.engine = engine
-        self.reason = reason
-
-
-class ChecksumUnsupportedError(EngineChecksumError):
-    """The engine answers, but its build has no weight-checksum action (too old, or not enabled)."""
 
 
 @runtime_checkable
@@ -59,13 +46,13 @@ _AXIS = re.compile(r"^[a-z]+$")
 def rank_label(*coordinates: tuple[str, int]) -> str:
     """``dp0.pp1.tp0`` from ``("dp", 0), ("pp", 1), ("tp", 0)``: every coordinate, in order."""
     if not coordinates:
-        raise ValueError("a rank label needs at least one coordinate")
+        raise UsageError("a rank label needs at least one coordinate")
     parts = []
     for axis, rank in coordinates:
         if not _AXIS.match(axis):
-            raise ValueError(f"parallel axis {axis!r} is not a lowercase word")
+            raise UsageError(f"parallel axis {axis!r} is not a lowercase word")
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"{axis} rank {rank!r} is not a non-negative int")
+            raise UsageError(f"{axis} rank {rank!r} is not a non-negative int")
         parts.append(f"{axis}{rank}")
     return ".".join(parts)
 

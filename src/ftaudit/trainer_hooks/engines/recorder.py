@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.events import EngineWeightChecksum
 from ftaudit.eventlog.identity import Identity, RolloutManager
 from ftaudit.eventlog.run import RunLog
@@ -60,19 +61,19 @@ class EngineChecksumRecorder:
     ) -> None:
         self.engines = dict(engines) if isinstance(engines, Mapping) else dict(enumerate(engines))
         if not self.engines:
-            raise ValueError("no engines to record")
+            raise UsageError("no engines to record")
         if any(not isinstance(i, int) or i < 0 for i in self.engines):
-            raise ValueError(
+            raise UsageError(
                 f"engine indices must be non-negative ints, got {sorted(self.engines)}"
             )
         kinds = {e.kind for e in self.engines.values()}
         if len(kinds) > 1:
-            raise ValueError(
+            raise UsageError(
                 f"engines of different kinds ({', '.join(sorted(kinds))}) hash differently, so "
                 "their checksums never compare equal: record each kind with its own recorder"
             )
         if errors not in ("record", "raise"):
-            raise ValueError(f"errors must be 'record' or 'raise', not {errors!r}")
+            raise UsageError(f"errors must be 'record' or 'raise', not {errors!r}")
         self.run = run
         self.writer: EventWriter = run.writer(source or RolloutManager())
         self.errors = errors

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from ftaudit.errors import UsageError
 from ftaudit.trainer_hooks.engines.base import EngineChecksumError, merge_ranks, rank_label
 from ftaudit.trainer_hooks.torch.checksums import tensor_hash, unwrap
 from ftaudit.trainer_hooks.torch.witness import is_witness_name
@@ -30,7 +31,7 @@ class TorchModuleEngine:
     ) -> None:
         self.modules = [modules] if isinstance(modules, nn.Module) else list(modules)
         if not self.modules:
-            raise ValueError("an in-process engine needs at least one module")
+            raise UsageError("an in-process engine needs at least one module")
         self.name = name
 
     def describe(self) -> str:

@@ -49,6 +49,7 @@ from torch.utils.data import RandomSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import ExportableState
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import prefixed_hashes, rng_hashes
 from ftaudit.trainer_hooks.torch.indexed_data import (
@@ -112,11 +113,11 @@ class FtauditCallback(TrainerCallback, ExportableState):
         **kwargs: Any,
     ) -> None:
         if model is None:
-            raise ValueError("FtauditCallback needs the Trainer's model at init")
+            raise UsageError("FtauditCallback needs the Trainer's model at init")
         if args.remove_unused_columns:
             # the Trainer's RemoveColumnsCollator keeps only the model's forward arguments,
             # so it would drop every batch's sample indices
-            raise ValueError(
+            raise UsageError(
                 f"FtauditCallback needs TrainingArguments(remove_unused_columns=False): the "
                 f"Trainer would drop {SAMPLE_INDEX_KEY!r} from the batches (remove unused "
                 "columns from the dataset yourself)"
@@ -144,7 +145,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
     ) -> None:
         recorder = self._require()
         if model is None or optimizer is None:
-            raise ValueError("FtauditCallback needs the Trainer's model and optimizer")
+            raise UsageError("FtauditCallback needs the Trainer's model and optimizer")
         self._state, self._args, self._scheduler = state, args, lr_scheduler
         resumed = state.global_step > 0
         recorder.start(
@@ -281,7 +282,7 @@ def _saved_consumed(state: TrainerState) -> int:
     """The stream positions the loaded checkpoint had consumed (saved by :meth:`state`)."""
     saved = (state.stateful_callbacks or {}).get(FtauditCallback.__name__)
     if not isinstance(saved, Mapping):
-        raise ValueError(
+        raise UsageError(
             "FtauditCallback: the checkpoint's trainer_state.json holds no ftaudit stream "
             "position (it was not saved with FtauditCallback): cannot continue the stream"
         )

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import (
     portable_rng_states,
@@ -120,7 +121,7 @@ class FtauditHooks:
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         recorder = self._require()
         if len(trainer.optimizers) != 1:
-            raise ValueError("FtauditCallback supports one optimizer (automatic optimization)")
+            raise UsageError("FtauditCallback supports one optimizer (automatic optimization)")
         resumed = trainer.global_step > 0
         recorder.start(
             pl_module,
@@ -138,7 +139,7 @@ class FtauditHooks:
 
     def _resumed_consumed(self) -> int:
         if self._loaded_consumed is None:
-            raise ValueError(
+            raise UsageError(
                 "FtauditCallback: the checkpoint holds no ftaudit stream position (it was "
                 "not saved with FtauditCallback): cannot continue the stream"
             )
@@ -246,7 +247,7 @@ def _dataset_size(trainer: pl.Trainer) -> int:
     loader = trainer.train_dataloader
     dataset = getattr(loader, "dataset", None)
     if dataset is None:
-        raise ValueError("FtauditCallback: give dataset_size= (the train loader has no dataset)")
+        raise UsageError("FtauditCallback: give dataset_size= (the train loader has no dataset)")
     return len(dataset)
 
 

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftaudit.errors import FtauditError
+from ftaudit.errors import (
+    UnsupportedMegatronSetupError,
+)
 
 CUDA_GRAPH_FLAGS = ("enable_cuda_graph", "external_cuda_graph")
 FSDP_FLAGS = ("use_megatron_fsdp", "use_custom_fsdp")
-
-
-class UnsupportedMegatronSetupError(FtauditError, ValueError):
-    """A Megatron-core setup in which witnesses cannot work (see this module)."""
 
 
 def refuse_cuda_graphs(config: Any, where: str) -> None:

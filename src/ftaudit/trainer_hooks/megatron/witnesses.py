@@ -17,6 +17,7 @@ import torch
 from megatron.core import parallel_state, tensor_parallel
 from torch import nn
 
+from ftaudit.errors import UsageError
 from ftaudit.trainer_hooks.megatron.support import refuse_cuda_graphs
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
@@ -66,7 +67,7 @@ def _layers(chunk: nn.Module, index: int) -> nn.ModuleList:
             "witnesses on the GPTModel chunks before wrapping them (Float16Module, DDP)"
         )
     if len(layers) == 0:
-        raise ValueError(f"model chunk {index} has no transformer layers on this pipeline stage")
+        raise UsageError(f"model chunk {index} has no transformer layers on this pipeline stage")
     return layers
 
 
@@ -86,12 +87,12 @@ def install_megatron_witnesses(
     """
     chunks = [model] if isinstance(model, nn.Module) else list(model)
     if not chunks:
-        raise ValueError("no model chunks given")
+        raise UsageError("no model chunks given")
     pp_rank = parallel_state.get_pipeline_model_parallel_rank()
     sets = []
     for index, chunk in enumerate(chunks):
         if hasattr(chunk, WITNESS_MODULE):
-            raise ValueError(f"model chunk {index} already has witnesses installed")
+            raise UsageError(f"model chunk {index} already has witnesses installed")
         layers = _layers(chunk, index)
         config = getattr(chunk, "config", None)
         refuse_cuda_graphs(config, f"model chunk {index}")

@@ -23,6 +23,8 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 
+from ftaudit.errors import UsageError
+
 Strategy = Literal["ddp", "fsdp", "hsdp"]
 
 
@@ -55,7 +57,7 @@ class CellMap:
     def hsdp(cls, mesh: DeviceMesh) -> CellMap:
         """A 2-D mesh ``(replicate, shard)``: replica index = cell, shard index = rank."""
         if mesh.ndim != 2:
-            raise ValueError(f"HSDP needs a 2-D (replicate, shard) mesh, not {mesh.ndim}-D")
+            raise UsageError(f"HSDP needs a 2-D (replicate, shard) mesh, not {mesh.ndim}-D")
         return cls(
             "hsdp",
             cell=mesh.get_local_rank(0),
@@ -71,7 +73,7 @@ class CellMap:
         mesh = next((p.device_mesh for p in model.parameters() if isinstance(p, DTensor)), None)
         found: Strategy = "ddp" if mesh is None else ("hsdp" if mesh.ndim == 2 else "fsdp")
         if strategy is not None and strategy != found:
-            raise ValueError(
+            raise UsageError(
                 f"strategy {strategy!r} given, but the model is wrapped for {found!r} "
                 f"({'no DTensor parameters' if mesh is None else f'a {mesh.ndim}-D mesh'})"
             )

@@ -16,7 +16,10 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from ftaudit.errors import FtauditError
+from ftaudit.errors import (
+    UnsupportedOptimizerError,
+    UsageError,
+)
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.trainer_hooks.torch.dtensor import check_row_sharded, row_shard
 from ftaudit.trainer_hooks.torch.witness import WitnessSet
@@ -30,10 +33,6 @@ ROW_STATE_KEYS: dict[type[torch.optim.Optimizer], tuple[str, ...]] = {
 
 MasterParams = Mapping[torch.nn.Parameter, torch.Tensor]
 """Model witness parameter -> its fp32 master copy (the optimizer's parameter, if any)."""
-
-
-class UnsupportedOptimizerError(FtauditError, TypeError):
-    """The optimizer's per-row state is unknown, so stale witness rows cannot be cleared."""
 
 
 def row_state_keys(optimizer: torch.optim.Optimizer) -> tuple[str, ...]:
@@ -124,7 +123,7 @@ class WitnessClearer:
         for name, witness in witnesses.instances().items():
             key = self.master.get(witness.weight, witness.weight)
             if id(key) not in optimized:
-                raise ValueError(
+                raise UsageError(
                     f"witness {name} is not in the optimizer: install the witnesses before "
                     "building the optimizer (or add their parameters to it)"
                 )
@@ -186,5 +185,5 @@ def _zero_runs(tensor: torch.Tensor, runs: IntRuns) -> None:
     rows = tensor.shape[0]
     for start, length in zip(runs.starts, runs.lengths, strict=True):
         if start < 0 or start + length > rows:
-            raise ValueError(f"witness ids {start}..{start + length - 1} outside 0..{rows - 1}")
+            raise UsageError(f"witness ids {start}..{start + length - 1} outside 0..{rows - 1}")
         tensor[start : start + length].zero_()

@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ftaudit.eventlog.events import CellOutcome, Outcome, RunStatus
+from ftaudit.errors import UsageError
+from ftaudit.eventlog.events import CellOutcome, RankOutcome, RunStatus
 from ftaudit.eventlog.resume import CompleteCheckpoint, ResumeIndex
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.allocator import WitnessInfo
@@ -164,7 +165,7 @@ class DistributedRun:
         )
         places = _all_gather((cells.cell, cells.rank))
         if len(set(places)) != len(places):
-            raise ValueError(f"two processes map to the same (cell, rank): {places}")
+            raise UsageError(f"two processes map to the same (cell, rank): {places}")
         return cls(hooks, cells, places, opening, driver)
 
     @property
@@ -194,13 +195,13 @@ class DistributedRun:
         start, end = starts[self.global_rank], starts[self.global_rank + 1]
         return WitnessInfo(info.witness_ids[start:end], info.stale_ids)
 
-    def end_attempt(self, step: int, attempt: int, outcome: Outcome | str = "normal") -> bool:
+    def end_attempt(self, step: int, attempt: int, outcome: RankOutcome | str = "normal") -> bool:
         """Report this rank's outcome; the driver applies its policy. True: move on.
 
         ``discarded_should_retry`` on any rank retries the step (allocate again with
         ``attempt + 1``); a rank that discarded must not call ``after_optimizer_step``.
         """
-        outcomes = _gather(Outcome(outcome))
+        outcomes = _gather(RankOutcome(outcome))
 
         def decide() -> bool:
             assert self.driver is not None and outcomes is not None
@@ -211,8 +212,8 @@ class DistributedRun:
             self._accepted[step] = attempt
         return accepted
 
-    def _cell_outcomes(self, outcomes: list[Outcome]) -> dict[int, CellOutcome]:
-        by_cell: dict[int, dict[int, Outcome]] = {}
+    def _cell_outcomes(self, outcomes: list[RankOutcome]) -> dict[int, CellOutcome]:
+        by_cell: dict[int, dict[int, RankOutcome]] = {}
         for (cell, rank), outcome in zip(self.places, outcomes, strict=True):
             by_cell.setdefault(cell, {})[rank] = outcome
         return {
@@ -253,7 +254,7 @@ class DistributedRun:
         the save's: ``{rank}`` in the path is ``local``, a directory ``dcp``, a file
         ``full``. Returns the saved ``extra``."""
         if self.resume is None:
-            raise ValueError("this incarnation resumes from no checkpoint: nothing to load")
+            raise UsageError("this incarnation resumes from no checkpoint: nothing to load")
         template = str(path if path is not None else self.resume.path)
         target = self._path(template)
         with self.hooks.step(self.first_step, 0):
@@ -287,7 +288,7 @@ def _resume_point(index: ResumeIndex, resume: Resume) -> CompleteCheckpoint | No
         return index.latest_checkpoint()
     found = [c for c in index.checkpoints if c.ref.iteration == resume]
     if not found:
-        raise ValueError(f"{index.run_dir}: no complete checkpoint at iteration {resume}")
+        raise UsageError(f"{index.run_dir}: no complete checkpoint at iteration {resume}")
     return max(found, key=lambda c: c.ref.incarnation)
 
 

@@ -24,16 +24,13 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor, Replicate, Shard
 
+from ftaudit.errors import UnsupportedShardingError
 from ftaudit.eventlog.events import SHARD_TAG
 
 _CHUNK = 1 << 20  # elements mixed at a time: bounds the int64 temporaries
 _SEEDS = (0x5851F42D4C957F2D, 0x14057B7EF767814F)
 _M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finaliser
 _K_POS = 0x9E3779B97F4A7C15
-
-
-class UnsupportedShardingError(ValueError):
-    """A DTensor placement whose local shard is not a block of whole rows."""
 
 
 @dataclass(frozen=True)

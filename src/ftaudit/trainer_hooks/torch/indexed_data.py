@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from ftaudit.errors import UsageError
+
 SAMPLE_INDEX_KEY = "ftaudit_sample_index"
 """The batch key holding each sample's dataset index (a [batch] integer tensor)."""
 
@@ -56,7 +58,7 @@ def batch_inputs(batch: Any, key: str | None, where: str) -> torch.Tensor | None
         return None
     value = batch.get(key) if isinstance(batch, Mapping) else None
     if not isinstance(value, torch.Tensor):
-        raise ValueError(
+        raise UsageError(
             f"{where}: a training batch has no tensor {key!r} to fingerprint per sample: pass "
             "input_key= naming the model input (or input_key=None for no fingerprints)"
         )

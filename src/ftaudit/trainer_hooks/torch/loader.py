@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch.utils.data import RandomSampler
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.events import DataOrder, LoaderState, LoaderWhen
 from ftaudit.trainer_hooks.stream import counter_positions, sampler_positions
 
@@ -52,7 +53,7 @@ class SamplerStream:
 
     def __init__(self, sampler: ReplicaSampler, *, batch_size: int) -> None:
         if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
+            raise UsageError("batch_size must be positive")
         self.sampler = sampler
         self.batch_size = batch_size
 

@@ -32,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
+from ftaudit.errors import UsageError
 from ftaudit.trainer_hooks.torch.checksums import unwrap
 from ftaudit.trainer_hooks.torch.state_scalars import Stateful
 
@@ -53,7 +54,7 @@ def write_state(
 ) -> bool:
     """Save this rank's part of the state; True if this rank wrote part of the checkpoint."""
     if how != "local" and master:
-        raise ValueError(f"a {how!r} checkpoint cannot carry fp32 master copies: use 'local'")
+        raise UsageError(f"a {how!r} checkpoint cannot carry fp32 master copies: use 'local'")
     if how == "local":
         state = {
             "iteration": iteration,
@@ -88,7 +89,7 @@ def write_state(
             meta = json.dumps({"iteration": iteration, "extra": dict(extra)})
             _atomic_write(path / DCP_META, meta.encode())
         return True
-    raise ValueError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
+    raise UsageError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
 
 
 def read_state(
@@ -133,7 +134,7 @@ def read_state(
             optim_state_dict=loaded["optimizer"],
         )
         return json.loads((path / DCP_META).read_text())
-    raise ValueError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
+    raise UsageError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
 
 
 def stateful_path(how: Layout, path: Path, rank: int) -> Path:

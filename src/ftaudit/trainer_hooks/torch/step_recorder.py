@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, DataOrder, RunStatus
 from ftaudit.eventlog.writer import WriterOptions
@@ -281,7 +282,7 @@ class StepRecorder:
         self._step_ids = (step, before + n)
         limit = max_ids_per_step(self.buffer_size)
         if before + n > limit:
-            raise ValueError(
+            raise UsageError(
                 f"step {step} trains {before + n} samples on all ranks so far, but a witness "
                 f"buffer of {self.buffer_size} allows at most {limit} per optimizer step: "
                 f"pass buffer_size >= {min_buffer_size(before + n)}"
@@ -376,7 +377,7 @@ def largest_layer_stack(model: nn.Module) -> str:
             if n > size:
                 best, size = name, n
     if size < 0:
-        raise ValueError("the model has no layer list (nn.ModuleList): pass layers='path'")
+        raise UsageError("the model has no layer list (nn.ModuleList): pass layers='path'")
     return best
 
 

@@ -20,6 +20,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from ftaudit.errors import UsageError
+
 WITNESS_MODULE = "ftaudit_witness"
 """The attribute under which :func:`install_witnesses` registers the witnesses on a model:
 their parameters are named ``ftaudit_witness.<chunk>.<end>.weight``."""
@@ -151,7 +153,7 @@ class WitnessEmbedding(nn.Embedding):
         ids = ids.long().to(device=hidden.device, non_blocking=True)
         local = region(_WitnessTokens.apply(self.weight, ids))
         if tuple(local.shape[:-1]) != tuple(hidden.shape[:-1]):
-            raise ValueError(
+            raise UsageError(
                 f"witness ids of shape {tuple(ids.shape)} give {tuple(local.shape[:-1])} tokens "
                 f"in this rank's region, but its hidden states are {tuple(hidden.shape)}"
             )
@@ -171,7 +173,7 @@ def _align_ids(hidden: torch.Tensor, ids: torch.Tensor, layout: Layout) -> torch
     if layout == "sbh" and ids.dim() == 2:
         ids = ids.transpose(0, 1)
     if tuple(ids.shape) != tuple(hidden.shape[:-1]):
-        raise ValueError(
+        raise UsageError(
             f"witness ids of shape {tuple(ids.shape)} do not match hidden states of shape "
             f"{tuple(hidden.shape)} in layout {layout!r}: give one id per token, "
             "[batch, seq] (or [tokens] for packed sequences)"
@@ -190,7 +192,7 @@ class WitnessSet(nn.Module):
     def __init__(self, buffer_size: int) -> None:
         super().__init__()
         if buffer_size <= 0:
-            raise ValueError(f"buffer_size (B) must be positive, got {buffer_size}")
+            raise UsageError(f"buffer_size (B) must be positive, got {buffer_size}")
         self.buffer_size = buffer_size
         self._ids: list[torch.Tensor] = []
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
@@ -208,9 +210,9 @@ class WitnessSet(nn.Module):
         """Create the witness named ``instance`` (``<chunk>.<end>``, e.g. ``chunk0.head``)."""
         chunk, _, end = instance.partition(".")
         if not chunk or not end or "." in end:
-            raise ValueError(f"witness instance {instance!r} must look like 'chunk0.head'")
+            raise UsageError(f"witness instance {instance!r} must look like 'chunk0.head'")
         if instance in self._names:
-            raise ValueError(f"witness instance {instance!r} already exists")
+            raise UsageError(f"witness instance {instance!r} already exists")
         group = getattr(self, chunk, None)
         if group is None:
             group = nn.ModuleDict()
@@ -255,7 +257,7 @@ class WitnessSet(nn.Module):
         elif at == "output":
             handle = module.register_forward_hook(self._output_hook(witness, layout, region))
         else:
-            raise ValueError(f"at must be 'input' or 'output', not {at!r}")
+            raise UsageError(f"at must be 'input' or 'output', not {at!r}")
         self._hooks.append(handle)
         return witness
 
@@ -333,14 +335,14 @@ def _resolve(model: nn.Module, path: str) -> nn.Module:
     try:
         return model.get_submodule(path)
     except AttributeError as exc:
-        raise ValueError(f"the model has no submodule {path!r}: {exc}") from None
+        raise UsageError(f"the model has no submodule {path!r}: {exc}") from None
 
 
 def _ends(stack: nn.Module) -> tuple[nn.Module, nn.Module]:
     """The modules whose input and output are the stack's input and output."""
     if isinstance(stack, nn.ModuleList):  # never called itself: hook its first and last layer
         if len(stack) == 0:
-            raise ValueError("cannot install witnesses on an empty layer list")
+            raise UsageError("cannot install witnesses on an empty layer list")
         return stack[0], stack[-1]
     return stack, stack
 
@@ -366,7 +368,7 @@ def install_witnesses(
     if isinstance(model, nn.parallel.DistributedDataParallel):
         raise TypeError("install witnesses before wrapping the model in DistributedDataParallel")
     if hasattr(model, WITNESS_MODULE):
-        raise ValueError("this model already has witnesses installed")
+        raise UsageError("this model already has witnesses installed")
     witnesses = WitnessSet(buffer_size)
     paths = [layers] if isinstance(layers, str) else list(layers)
     for i, path in enumerate(paths):
@@ -384,7 +386,7 @@ def find_witnesses(model: nn.Module) -> WitnessSet:
     for module in model.modules():
         if isinstance(module, WitnessSet):
             return module
-    raise ValueError("no witnesses installed on this model: call install_witnesses first")
+    raise UsageError("no witnesses installed on this model: call install_witnesses first")
 
 
 def is_witness_name(name: str) -> bool:

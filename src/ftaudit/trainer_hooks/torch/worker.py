@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ftaudit.dataset.fingerprint import fingerprint, fingerprint_rows
+from ftaudit.errors import UsageError
 from ftaudit.eventlog.context import StepAttempt, current, step_context
 from ftaudit.eventlog.events import (
     CheckpointRef,
@@ -124,7 +125,7 @@ class TrainerHooks:
         self.clearer: Clearer
         if clearer is not None:
             if witnesses is None:
-                raise ValueError("with a clearer, give its witnesses too")
+                raise UsageError("with a clearer, give its witnesses too")
             self.witnesses, self.clearer = witnesses, clearer
         else:
             self.witnesses = witnesses if witnesses is not None else find_witnesses(model)
@@ -343,7 +344,7 @@ class TrainerHooks:
     def declare_parameter_change(self, reason: str) -> None:
         """The next manifest change is intended (a layer unfrozen on schedule): say why."""
         if not reason:
-            raise ValueError("say why the trainable parameters change")
+            raise UsageError("say why the trainable parameters change")
         self._declared_change = reason
 
     def adopt_live_state(

@@ -35,7 +35,7 @@ from ftaudit.eventlog.events import (
     CellOutcome,
     CellReconfigured,
     ChecksumWhen,
-    Outcome,
+    RankOutcome,
     TorchftCommit,
     TorchftQuorum,
 )
@@ -56,7 +56,7 @@ def any_committed(cells: Mapping[int, CellOutcome]) -> bool:
     Give it to :meth:`ftaudit.trainer_hooks.DriverSession.record_attempt_end`.
     """
     return any(
-        not c.errored and c.ranks and all(o is Outcome.NORMAL for o in c.ranks)
+        not c.errored and c.ranks and all(o is RankOutcome.NORMAL for o in c.ranks)
         for c in cells.values()
     )
 
@@ -130,7 +130,7 @@ class TorchftHooks:
         stale_ids: IntRuns | Sequence[int] | np.ndarray,
         *,
         checksum: bool = False,
-    ) -> Outcome:
+    ) -> RankOutcome:
         """Step ``optimizer`` if torchft commits; log the evidence; return the outcome.
 
         With an ``OptimizerWrapper`` its ``step()`` decides (committed iff the Manager's
@@ -147,9 +147,9 @@ class TorchftHooks:
                 optimizer.step()
         if committed:
             self.hooks.after_optimizer_step(stale_ids, checksum=checksum)
-            return Outcome.NORMAL
+            return RankOutcome.NORMAL
         self.hooks.after_discard(stale_ids)
-        return Outcome.DISCARDED_SHOULD_RETRY
+        return RankOutcome.DISCARDED_SHOULD_RETRY
 
     # -- heals -----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Codes are stable and never reused: a retired rule keeps its number out of circul
 
 from __future__ import annotations
 
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 from ftaudit.verifier.rules.ft001_log_integrity import LogIntegrity
 from ftaudit.verifier.rules.ft002_step_continuity import StepContinuity
 from ftaudit.verifier.rules.ft003_allocator_replay import AllocatorReplay
@@ -34,4 +34,4 @@ RULES: tuple[Rule, ...] = (
     ParameterManifest(),
 )
 
-__all__ = ["RULES", "Outcome", "Rule"]
+__all__ = ["RULES", "Rule", "RuleOutcome"]

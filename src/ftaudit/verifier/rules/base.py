@@ -17,7 +17,7 @@ MAX_IDS = 200
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RuleOutcome:
     """What one rule found: how many things it looked at, and what was wrong."""
 
     checked: int
@@ -43,7 +43,7 @@ class Rule(ABC):
     """Every ``kind`` this rule reports, with what it means (stable: never renamed)."""
 
     @abstractmethod
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         """Look at the run and return the violations of this rule."""
 
     def violation(

@@ -16,7 +16,7 @@ from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.heads import RecordedHead, recorded_heads
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 RESUMES = """
     SELECT i.incarnation, i.resumed_iteration, i.resumed_incarnation, i.starts,
@@ -87,7 +87,7 @@ class LogIntegrity(Rule):
         "unstarted_incarnation": "an incarnation wrote events but never logged its start",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         segments = ctx.scan.segments
         heads = recorded_heads(ctx)
         violations = [
@@ -102,10 +102,10 @@ class LogIntegrity(Rule):
             *self._lost(ctx, segments),
             *self._resumes(ctx),
         ]
-        return Outcome(len(segments), tuple(violations))
+        return RuleOutcome(len(segments), tuple(violations))
 
     def _sequences(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
-        window = ctx.window
+        window = ctx.scope
         by_writer: dict[str, list[SegmentInfo]] = defaultdict(list)
         for info in segments:
             if window is None or str(info.path) not in window.head_only:
@@ -313,7 +313,7 @@ class LogIntegrity(Rule):
     def _tails(
         self, ctx: RunContext, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
     ) -> list[Violation]:
-        last: dict[str, int] = dict(ctx.window.last_seq) if ctx.window is not None else {}
+        last: dict[str, int] = dict(ctx.scope.last_seq) if ctx.scope is not None else {}
         for info in segments:
             last[info.meta.writer] = max(last.get(info.meta.writer, -1), info.meta.last_seq)
         highest: dict[str, RecordedHead] = {}

@@ -9,7 +9,7 @@ import numpy as np
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans
 
 FIRST_STEPS = """
@@ -50,7 +50,7 @@ class StepContinuity(Rule):
         "wrong_first_step": "an incarnation did not begin at its checkpoint iteration + 1",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         committed = ctx.committed
         out: list[Violation] = []
         counts = Counter(s.step for s in committed)
@@ -81,7 +81,7 @@ class StepContinuity(Rule):
                 )
         out += self._policy(ctx)
         out += self._resume_points(ctx)
-        return Outcome(len(committed), tuple(out))
+        return RuleOutcome(len(committed), tuple(out))
 
     def _policy(self, ctx: RunContext) -> list[Violation]:
         out = []

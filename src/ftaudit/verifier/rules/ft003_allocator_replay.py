@@ -10,7 +10,7 @@ import numpy as np
 from ftaudit.verifier.context import Allocation, RunContext, StepKey
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.ring import ids_runs, max_per_step, stale_runs
-from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans, union_all
 
 CLEARS = """
@@ -60,12 +60,12 @@ class AllocatorReplay(Rule):
         "over_budget": "an attempt used ring slots that were not cleared since their last use",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         allocations = ctx.allocations
         out: list[Violation] = self._sizes(ctx)
         B = ctx.buffer_size
         if not allocations or B is None:
-            return Outcome(len(allocations), tuple(out))
+            return RuleOutcome(len(allocations), tuple(out))
         by_inc: dict[int, list[Allocation]] = defaultdict(list)
         for a in allocations:
             by_inc[a.incarnation].append(a)
@@ -86,7 +86,7 @@ class AllocatorReplay(Rule):
             out += self._budget(ctx, inc, allocs, clears, B)
             highest = max(highest, max(a.counter_after for a in allocs))
             earlier += allocs
-        return Outcome(len(allocations), tuple(out))
+        return RuleOutcome(len(allocations), tuple(out))
 
     def _sizes(self, ctx: RunContext) -> list[Violation]:
         sizes = {i.incarnation: i.buffer_size for i in ctx.incarnations.values()}

@@ -17,7 +17,7 @@ from ftaudit.verifier.coverage import (
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.ring import position_of
-from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans
 
 MOSTLY_EXCUSED = 0.5
@@ -69,14 +69,14 @@ class WitnessExactlyOnce(Rule):
         "mostly_excused": "most samples of a committed step were excused as leaving no trace",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         allocations = ctx.allocations
         B = ctx.buffer_size
         by_key = snapshot_groups(ctx)
         if not allocations and not by_key:
-            return Outcome(checked=0)
+            return RuleOutcome(checked=0)
         if B is None:
-            return Outcome(
+            return RuleOutcome(
                 1,
                 (
                     self.violation(
@@ -128,7 +128,7 @@ class WitnessExactlyOnce(Rule):
                     since = window.expected_since(births[(step.incarnation, m[2])])
                     violations += self._compare(ctx, index, window, step, g, [m], since)
         counts = {f"excused_{name}": n for name, n in excused.items()}
-        return Outcome(checked, tuple(violations), counts=counts)
+        return RuleOutcome(checked, tuple(violations), counts=counts)
 
     # -- checks -------------------------------------------------------------------------
     def _absent(

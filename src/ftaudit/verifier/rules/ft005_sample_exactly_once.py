@@ -10,7 +10,7 @@ import numpy as np
 
 from ftaudit.verifier.context import Allocation, RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
-from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans, multiply_covered, union_all
 
 
@@ -65,7 +65,7 @@ class SampleExactlyOnce(Rule):
         "checkpoint's, skipping samples",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         keys = ctx.committed_keys
         committed = [a for a in ctx.allocations if a.key in keys and a.num_ids > 0]
         out: list[Violation] = []
@@ -77,7 +77,7 @@ class SampleExactlyOnce(Rule):
             out += self._headlines(ctx, shifts, [*duplicates, *skipped, *replays])
         else:
             out += self._replays(ctx, committed)
-        return Outcome(len(committed), tuple(out))
+        return RuleOutcome(len(committed), tuple(out))
 
     def _severity(self, ctx: RunContext) -> Severity:
         """Errors where the run declares a deterministic order, else warnings."""
@@ -199,7 +199,7 @@ class SampleExactlyOnce(Rule):
         trained = union_all(Spans.of(*_sample_spans(a)) for a in committed)
         top = int(trained.ends[-1])
         # incremental: only the loaded steps' samples are known; earlier ones were checked
-        bottom = 0 if ctx.window is None else int(trained.starts[0])
+        bottom = 0 if ctx.scope is None else int(trained.starts[0])
         skipped = Spans.of([bottom], [top]) - trained
         if not skipped:
             return []

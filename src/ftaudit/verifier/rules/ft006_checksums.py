@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from ftaudit.eventlog.events import SHARD_TAG
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 EVENTS = """
     CREATE OR REPLACE TEMP VIEW _ft006_events AS
@@ -135,12 +135,12 @@ class Checksums(Rule):
         "heal_mismatch": "a healed rank does not hold what its source rank held",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         ctx.session.query(EVENTS, label="FT006 events")
         ctx.session.query(TENSORS, label="FT006 tensors")
         checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
         out = self._cross_replica(ctx) + self._restores(ctx) + self._heals(ctx)
-        return Outcome(checked, tuple(out))
+        return RuleOutcome(checked, tuple(out))
 
     def _cross_replica(self, ctx: RunContext) -> list[Violation]:
         rows = ctx.rows(

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 ENGINE_DIFFS = """
     WITH e AS (
@@ -71,7 +71,7 @@ class EngineChecksums(Rule):
         "engine_mismatch": "an inference engine holds other weights than its peers after a sync",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         checked = ctx.rows(SYNCS, label="FT007 syncs")[0]["n"]
         out = []
         for r in ctx.rows(ENGINE_DIFFS, label="FT007 engines"):
@@ -100,7 +100,7 @@ class EngineChecksums(Rule):
                     ),
                 )
             )
-        return Outcome(checked, tuple(out))
+        return RuleOutcome(checked, tuple(out))
 
 
 def _names(names: list[str], limit: int = 8) -> str:

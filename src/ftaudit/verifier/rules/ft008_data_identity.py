@@ -23,7 +23,7 @@ from ftaudit.verifier.fed import (
     load_orders,
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 SHOWN = 6
 """Samples spelled out in one message (all of them are in the violation's ids)."""
@@ -83,13 +83,13 @@ class DataIdentity(Rule):
         "manifest_unusable": "the manifest the run names is damaged or foreign",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         fed = load_fed(ctx)
-        if ctx.window is not None:
+        if ctx.scope is not None:
             # the declarations (manifest, orders, loader states) carry no step, so the
             # segments an incremental window loads may miss them: judge agreement only
             out = self._agreement(ctx, fed, np.zeros(len(fed), dtype=bool), None)
-            return Outcome(len(fed), tuple(out), note=_INCREMENTAL)
+            return RuleOutcome(len(fed), tuple(out), note=_INCREMENTAL)
         orders = load_orders(ctx)
         found = self._manifest(ctx, load_manifests(ctx))
         manifest = found.manifest
@@ -100,7 +100,7 @@ class DataIdentity(Rule):
         out += self._loader_states(ctx, load_loader_states(ctx), stream)
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({found.note})"
-            return Outcome(0, tuple(out), note=note)
+            return RuleOutcome(0, tuple(out), note=note)
         committed = np.isin(fed.key, [i for i, k in enumerate(fed.keys) if k in ctx.committed_keys])
         epochs, items = stream.locate(fed.position)
         # where no order is declared, the loader's own per-sample claim maps the position
@@ -118,7 +118,7 @@ class DataIdentity(Rule):
             known = (items >= 0) & (items < manifest.size)
             matches = known & (fed.fingerprint == manifest.fingerprints[np.where(known, items, 0)])
         out += self._agreement(ctx, fed, wrong, matches)
-        return Outcome(int(committed.sum()), tuple(out), note=found.note)
+        return RuleOutcome(int(committed.sum()), tuple(out), note=found.note)
 
     # -- the dataset: which manifest, if any ------------------------------------------
 

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 RESTORE_EVIDENCE = """
     SELECT incarnation, coalesce(source_role, '') AS role, source_cell AS cell,
@@ -138,7 +138,7 @@ class RestoreEvidence(Rule):
         "unallocated_ids": "a trainer trained ids its attempt's allocation does not hold",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         checked = ctx.rows(CHECKED, label="FT009 checked")[0]["n"]
         out = (
             self._unrestored(ctx)
@@ -146,7 +146,7 @@ class RestoreEvidence(Rule):
             + self._unallocated(ctx)
             + self._unallocated_ids(ctx)
         )
-        return Outcome(checked, tuple(out))
+        return RuleOutcome(checked, tuple(out))
 
     def _unrestored(self, ctx: RunContext) -> list[Violation]:
         rows = ctx.rows(UNRESTORED_RANKS, label="FT009 resumed ranks")

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 CHECKSUMS = """
     CREATE OR REPLACE TEMP VIEW _ft010_checksums AS
@@ -95,10 +95,10 @@ class CheckpointState(Rule):
         "load_incomparable": "a load has no save checksum of the same rank index to compare with",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         ctx.session.query(CHECKSUMS, label="FT010 checksums")
         checked = ctx.rows(CHECKED, label="FT010 checked")[0]["n"]
-        return Outcome(checked, tuple(self._stale_saves(ctx) + self._incomparable(ctx)))
+        return RuleOutcome(checked, tuple(self._stale_saves(ctx) + self._incomparable(ctx)))
 
     def _stale_saves(self, ctx: RunContext) -> list[Violation]:
         out = []
@@ -147,7 +147,7 @@ class CheckpointState(Rule):
             )
             for r in ctx.rows(LOADS_WITHOUT_SAVE, label="FT010 loads")
             # incremental: the save may sit in a segment this window did not load
-            if ctx.window is None
+            if ctx.scope is None
         ]
 
 

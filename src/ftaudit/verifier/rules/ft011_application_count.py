@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import MAX_IDS, Outcome, Rule
+from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans, union_all
 
 GRADIENTS = """
@@ -79,9 +79,9 @@ class ApplicationCount(Rule):
         "counter_went_back": "a step counter decreased: its state was not restored",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         checked = ctx.rows(CHECKED, label="FT011 checked")[0]["n"]
-        return Outcome(checked, tuple(self._gradients(ctx) + self._counters(ctx)))
+        return RuleOutcome(checked, tuple(self._gradients(ctx) + self._counters(ctx)))
 
     def _gradients(self, ctx: RunContext) -> list[Violation]:
         allocated = {

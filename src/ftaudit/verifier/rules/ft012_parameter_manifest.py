@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.rules.base import Outcome, Rule
+from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 MANIFESTS = """
     SELECT incarnation, step, coalesce(source_role, '') AS role, cell, rank, segment, seq,
@@ -74,7 +74,7 @@ class ParameterManifest(Rule):
         "parameters_changed": "the trainable-parameter manifest changed without a declaration",
     }
 
-    def check(self, ctx: RunContext) -> Outcome:
+    def check(self, ctx: RunContext) -> RuleOutcome:
         rows = ctx.rows(MANIFESTS, label="FT012 manifests")
         groups: dict[tuple[str, int], list[_Manifest]] = {}
         for r in rows:
@@ -93,7 +93,7 @@ class ParameterManifest(Rule):
                 if key not in reported and (m.step is None or m.step >= ctx.since):
                     reported.add(key)
                     out.append(self._changed(role, rank, current, m))
-        return Outcome(len(rows), tuple(out))
+        return RuleOutcome(len(rows), tuple(out))
 
     def _changed(self, role: str, rank: int, before: _Manifest, after: _Manifest) -> Violation:
         who = f"{role} " if role else ""

@@ -42,7 +42,7 @@ _BUFFER = _START.column("buffer_size")
 
 
 @dataclass(frozen=True)
-class Window:
+class IncrementalScope:
     """What an incremental verification loaded, for the rules to take into account."""
 
     since: int
@@ -182,7 +182,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     return max(lookback - 1, 0)
 
 
-def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Window]:
+def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, IncrementalScope]:
     """The segments an incremental verification of steps ``>= since`` must read."""
     listing = list_segments(run_dir)
     writers = {w: [_File(f) for f in files] for w, files in listing.writers.items()}
@@ -204,5 +204,5 @@ def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Window
         chosen += [check_segment(f.listed) for f in files[i:]]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
-    window = Window(since, lookback, first_seq, last_seq, frozenset(heads), total)
+    window = IncrementalScope(since, lookback, first_seq, last_seq, frozenset(heads), total)
     return RunScan(listing.run_dir, tuple(chosen), listing.torn), window
