@@ -44,7 +44,7 @@ from ftaudit.eventlog import (
     read_records,
     step_context,
 )
-from ftaudit.eventlog.events import WitnessCleared
+from ftaudit.eventlog.events import TorchftCommit, TorchftQuorum, WitnessCleared
 
 ONE_OF_EACH: list[Event] = [
     RunStarted(
@@ -144,6 +144,10 @@ ONE_OF_EACH: list[Event] = [
         requires_grad=[True, False],
         groups=[0, -1],
         declared_change="freeze b",
+    ),
+    TorchftQuorum(step=3, quorum_id=2, torchft_step=3, replica_id="group1", group_rank=0),
+    TorchftCommit(
+        step=3, quorum_id=2, torchft_step=3, commit_result=False, replica_id="group1", group_rank=1
     ),
 ]
 
