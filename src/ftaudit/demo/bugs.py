@@ -59,8 +59,8 @@ BUGS: tuple[Bug, ...] = (
         "adam_moments_not_cleared",
         "stale rows are zeroed in the parameter, but Adam's moments come back from an "
         "offloaded copy taken before the clear",
-        "FT004",
-        "should be zero",  # revived rows: of abandoned work, or of zero-advantage samples
+        "FT010",
+        "exp_avg",  # the checkpoint's witness moments are not the state after the step
     ),
     Bug(
         "commit_despite_peer_discard",
