@@ -81,12 +81,40 @@ def test_a_run_names_an_external_manifest(ftaudit: Invoke, tmp_path: Path) -> No
     assert f"checked against dataset manifest {event.digest[:16]}" in given.stdout
 
 
+HF_DATASET = """
+import datasets
+
+def load():
+    return datasets.load_from_disk({path!r}).with_format("torch")
+"""
+
+
+def test_from_a_hugging_face_dataset_saved_to_disk(ftaudit: Invoke, tmp_path: Path) -> None:
+    """The usual flow: a tokenized ``datasets.Dataset`` on disk, loaded by a function."""
+    datasets = pytest.importorskip("datasets")
+    saved = tmp_path / "tokenized"
+    rows = [np.arange(i, i + 4).tolist() for i in range(9)]
+    datasets.Dataset.from_dict({"input_ids": rows, "text": list("abcdefghi")}).save_to_disk(saved)
+    (tmp_path / "hfdata.py").write_text(HF_DATASET.format(path=str(saved)))
+    result = ftaudit(
+        "manifest", tmp_path / "m.parquet", "--dataset", f"{tmp_path / 'hfdata.py'}:load",
+        "--field", "input_ids", "--chunk-size", "4",
+    )  # fmt: skip
+    check_exit(result, 0)
+    assert result.stdout.split()[:2] == [_expected().digest, "9"]
+    no_field = ftaudit(
+        "manifest", tmp_path / "n.parquet", "--dataset", f"{tmp_path / 'hfdata.py'}:load"
+    )
+    check_exit(no_field, 2)
+    assert "items are dicts (fields: input_ids, text)" in no_field.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
         (["--dataset", "mydata.py:Nope"], "has no attribute 'Nope'"),
         (["--dataset", "mydata.py:broken"], "no data today"),
-        (["--dataset", "mydata.py:Windows"], "cannot fingerprint a dict"),
+        (["--dataset", "mydata.py:Windows"], "items are dicts (fields: input_ids, text)"),
         (["--dataset", "mydata.py:Windows", "--field", "ids"], "no field 'ids'"),
         (["--dataset", "nosuchfile.py:x"], "nosuchfile.py: no such file"),
         (["--dataset", "no_colon"], "expected MODULE:ATTR"),

@@ -3,18 +3,27 @@
 Sources (duck-typed, nothing imported):
 
 - a **map-style** dataset: any object with ``__len__`` and ``__getitem__`` (a torch
-  ``Dataset``, a Hugging Face ``datasets.Dataset``, a list); item ``i`` is ``ds[i]``;
-- an **iterable** whose order is stable run to run; item ``i`` is the ``i``-th value.
+  ``Dataset``, a Hugging Face ``datasets.Dataset``, a list); item ``i`` is ``ds[i]``.
+  One that also has ``__getitems__`` (torch's batched-fetch protocol, which
+  ``datasets.Dataset`` and ``torch.utils.data.Subset`` implement) is read a chunk of
+  items per call: the rows are the ones a ``DataLoader`` would fetch, several times
+  faster than one ``ds[i]`` at a time on a Hugging Face dataset;
+- an **iterable** whose order is stable run to run; item ``i`` is the ``i``-th value
+  (a Hugging Face ``IterableDataset`` that is not shuffled, say).
 
 ``field`` picks a key of dict items (``"input_ids"`` of a tokenized Hugging Face
-dataset), ``transform`` any function of the item; the result must be what the trainer
-fingerprints, i.e. what the model receives for that item.
+dataset, whose rows are dicts of lists, arrays or tensors by its format),
+``transform`` any function of the item; the result must be what the trainer
+fingerprints, i.e. what the model receives for that item. A fingerprint covers the
+dtype, so build the manifest from the dataset in the format the loader reads: a
+Hugging Face float column is ``float64`` as Python lists but ``float32`` under
+``with_format("torch")`` (integer columns are ``int64`` in every format).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -38,9 +47,12 @@ Progress = Callable[[int, int | None], None]
 CHUNK = 4096
 
 
-def _items(source: Any) -> tuple[Iterator[Any], int | None]:
+def _items(source: Any, chunk_size: int) -> tuple[Iterator[Any], int | None]:
     if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
         n = len(source)
+        fetch = getattr(source, "__getitems__", None)
+        if callable(fetch):
+            return _fetched(fetch, n, chunk_size), n
         return (source[i] for i in range(n)), n
     if isinstance(source, Iterable):
         return iter(source), None
@@ -50,11 +62,32 @@ def _items(source: Any) -> tuple[Iterator[Any], int | None]:
     )
 
 
+def _fetched(fetch: Callable[[list[int]], Any], size: int, chunk_size: int) -> Iterator[Any]:
+    """Items ``0 .. size-1``, ``chunk_size`` per ``__getitems__`` call."""
+    for start in range(0, size, chunk_size):
+        keys = list(range(start, min(start + chunk_size, size)))
+        rows = list(fetch(keys))
+        if len(rows) != len(keys):
+            raise ValueError(f"__getitems__ returned {len(rows)} items for {len(keys)} indices")
+        yield from rows
+
+
+def _fields(item: Mapping[Any, Any]) -> str:
+    return ", ".join(map(str, item)) or "none"
+
+
 def _select(item: Any, field: str | None, transform: Callable[[Any], Any] | None) -> Any:
     if field is not None:
-        if not isinstance(item, dict) or field not in item:
-            raise KeyError(f"the dataset's items have no field {field!r}")
+        if not isinstance(item, Mapping) or field not in item:
+            fields = _fields(item) if isinstance(item, Mapping) else type(item).__name__
+            raise KeyError(f"the dataset's items have no field {field!r} (they have: {fields})")
         item = item[field]
+    elif isinstance(item, Mapping) and transform is None:
+        # a whole row (every column of a Hugging Face dataset) is not what the model receives
+        raise TypeError(
+            f"the dataset's items are dicts (fields: {_fields(item)}): choose the field the "
+            "model receives (field=, --field)"
+        )
     return transform(item) if transform is not None else item
 
 
@@ -67,7 +100,7 @@ def fingerprint_chunks(
     progress: Progress | None = None,
 ) -> Iterator[np.ndarray]:
     """The fingerprints of ``source``'s items in order, ``chunk_size`` at a time."""
-    items, total = _items(source)
+    items, total = _items(source, chunk_size)
     done = 0
     while True:
         chunk = [fingerprint(_select(x, field, transform)) for x in islice(items, chunk_size)]
