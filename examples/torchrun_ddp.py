@@ -10,6 +10,7 @@ crash): the next incarnation resumes from the latest complete checkpoint in the 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import sys
 from pathlib import Path
@@ -54,7 +55,6 @@ class TinyLM(nn.Module):
 
 
 def main(run_dir: Path) -> None:
-    dist.init_process_group("gloo")
     torch.manual_seed(0)
     model = TinyLM()
     fta.install_witnesses(model, B, layers="layers")  # ftaudit: before DDP and the optimizer
@@ -83,8 +83,13 @@ def main(run_dir: Path) -> None:
         if step % 2 == 1:  # rank 0 saves; every rank logs what it holds
             run.save_checkpoint(run_dir / "ckpt" / f"{step}.pt", iteration=step)  # ftaudit
     run.finish()  # ftaudit
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
+    dist.init_process_group("gloo")
     main(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/torchrun_ddp"))
+    # DDP's reference cycles keep the process group alive past destroy_process_group; freed
+    # at interpreter exit instead, gloo's threads abort the process now and then
+    # ("terminate called without an active exception"), and torchrun reports a failure.
+    gc.collect()
+    dist.destroy_process_group()

@@ -19,6 +19,7 @@ asserted on by the tests. Megatron runs on the CPU through the test-only ``cpu_c
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import sys
 import time
@@ -750,6 +751,7 @@ def main() -> None:
     (out_dir / f"{scenario}_rank{rank}.json").write_text(json.dumps(facts))
     dist.barrier()
     parallel_state.destroy_model_parallel()
+    gc.collect()  # the scenario's wrapped models hold the groups: see examples/torchrun_ddp.py
     dist.destroy_process_group()
 
 

@@ -7,6 +7,7 @@ its half of the batch, then saves its witness rows to OUT_FILE.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 
@@ -20,13 +21,7 @@ from tests.support.torch_models import lm_loss, make_model, tokens
 WORLD, SEQ = 2, 6
 
 
-def main() -> None:
-    run_dir, rank, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    allocation, out = json.loads(sys.argv[4]), sys.argv[5]
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
-    )
+def main(run_dir: str, rank: int, allocation: dict, out: str) -> None:
     model = make_model(seed=0)  # same initial weights on both ranks
     witnesses = install_witnesses(model, allocation["buffer_size"], layers="layers")
     ddp = DistributedDataParallel(model)
@@ -43,8 +38,14 @@ def main() -> None:
         hooks.after_optimizer_step(allocation["stale_ids"], checksum=True)
     torch.save({n: w.weight.detach() for n, w in witnesses.instances().items()}, out)
     hooks.close()
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main()
+    rank, port = int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
+    )
+    main(sys.argv[1], rank, json.loads(sys.argv[4]), sys.argv[5])
+    gc.collect()  # free the DDP model (it holds the group) first: see examples/torchrun_ddp.py
+    dist.destroy_process_group()

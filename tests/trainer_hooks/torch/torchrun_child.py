@@ -15,6 +15,7 @@ twin.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -65,8 +66,6 @@ def checkpoint_path(run_dir: Path, strategy: str, iteration: int) -> Path:
 
 def main() -> None:
     run_dir, strategy, bugs = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
     me, world = dist.get_rank(), dist.get_world_size()
     model, optimizer = build(strategy)
     faults = FaultSchedule.of([{"step": KILL_STEP, "mode": "sigkill"}] if me == 1 else [])
@@ -105,10 +104,13 @@ def main() -> None:
             how = "dcp" if strategy in ("fsdp", "ddp_dcp") else "full"
             run.save_checkpoint(checkpoint_path(run_dir, strategy, step), step, how=how)
     run.finish()
-    dist.destroy_process_group()
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
     print(f"rank {me} incarnation {run.incarnation} restart {restart} done")
 
 
 if __name__ == "__main__":
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
     main()
+    gc.collect()  # free the wrapped model (it holds the group) first: see examples/torchrun_ddp.py
+    dist.destroy_process_group()
