@@ -16,8 +16,10 @@ __version__ = "0.1.0"
 
 def connect(run_dir: str | os.PathLike[str], *, sandbox: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection over a run: a view per event type, ``events``, ``metrics``, the
-    checkpoint views and the committed-history views (``committed_steps``, ``timeline``,
-    ``lineage``, ``incarnations``, ``abandoned_events``).
+    checkpoint views, the data-identity views (``manifest_items``, ``fed_samples``,
+    ``fed_content``: the run's dataset manifests are loaded too) and the committed-history
+    views (``committed_steps``, ``timeline``, ``lineage``, ``incarnations``,
+    ``abandoned_events``).
 
     Sandboxed by default: the run is loaded into memory and every file access is then
     refused (no ``COPY``, ``read_csv``, ``glob``, ``ATTACH``). Pass ``sandbox=False`` to

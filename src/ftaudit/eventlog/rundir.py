@@ -198,3 +198,24 @@ def claimed_incarnations(run_dir: str | os.PathLike[str]) -> set[int]:
     if not folder.is_dir():
         return set()
     return {int(p.name) for p in folder.iterdir() if p.name.isdigit() and p.is_dir()}
+
+
+def list_manifests(run_dir: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """The dataset manifests a run keeps (``manifests/<digest>.parquet``), by name.
+
+    Only plain files count: a symbolic link, a folder or a temp file of a cut-short write
+    is no manifest of the run (a declared digest without its file is FT008's to report).
+    """
+    folder = Path(run_dir) / MANIFESTS_DIR
+    try:
+        if _entry_kind(folder) != stat.S_IFDIR:
+            return ()
+    except FileNotFoundError:
+        return ()
+    return tuple(
+        path
+        for path in sorted(folder.iterdir())
+        if path.name.endswith(SEGMENT_SUFFIX)
+        and not path.name.startswith(TEMP_PREFIX)
+        and _entry_kind(path) == stat.S_IFREG
+    )

@@ -1,5 +1,6 @@
-"""The SQL views over a run's segments: one per event type, ``events``, ``metrics``, and
-the checkpoint snapshot views. All view DDL of the event log is built here.
+"""The SQL views over a run's segments: one per event type, ``events``, ``metrics``, the
+checkpoint snapshot views and the data-identity views over the run's dataset manifests.
+All view DDL of the event log is built here.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import duckdb
 import pyarrow as pa
 
 from ftaudit.eventlog.load import load_segments
+from ftaudit.eventlog.manifest_table import MANIFEST_ITEMS, MANIFESTS, create_manifest_tables
 from ftaudit.eventlog.reader import RunScan
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 from ftaudit.eventlog.registry import EventRegistry
@@ -101,12 +103,46 @@ MACROS: dict[str, str] = {
 }
 
 
-def create_views(con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry) -> None:
+DATA_VIEWS: dict[str, str] = {
+    # Every item of every dataset manifest the run keeps (``manifests/<digest>.parquet``).
+    "manifest_items": f"""
+        SELECT m.digest, i.item, i.fingerprint
+        FROM {ident(MANIFEST_ITEMS)} i JOIN {ident(MANIFESTS)} m USING (manifest)""",
+    # One row per sample a trainer rank fed: its stream position, the fingerprint of what
+    # the model received, and the item the loader said it read (NULL: it said nothing).
+    "fed_samples": """
+        SELECT incarnation, step, attempt, cell, source_rank AS rank, writer, seq,
+               unnest(expand_runs(sample_indices)) AS sample_index,
+               unnest(fingerprints) AS fingerprint, unnest(items) AS loader_item
+        FROM sample_fingerprints""",
+    # Each fed sample with the manifest its incarnation declared and the items of that
+    # manifest whose content it is (empty: the content is no item of the dataset).
+    "fed_content": """
+        WITH declared AS (SELECT DISTINCT incarnation, digest FROM data_manifest)
+        SELECT f.incarnation, f.step, f.attempt, f.cell, f.rank, f.writer, f.seq,
+               f.sample_index, f.fingerprint, f.loader_item, d.digest AS manifest,
+               coalesce(list(m.item ORDER BY m.item) FILTER (WHERE m.item IS NOT NULL),
+                        CAST([] AS BIGINT[])) AS content_items
+        FROM fed_samples f
+        LEFT JOIN declared d USING (incarnation)
+        LEFT JOIN manifest_items m ON m.digest = d.digest AND m.fingerprint = f.fingerprint
+        GROUP BY ALL""",
+}
+
+
+def create_views(
+    con: duckdb.DuckDBPyConnection,
+    scan: RunScan,
+    registry: EventRegistry,
+    *,
+    manifests: bool = True,
+) -> None:
     """Load the run's segments into a table on ``con`` and create every view over it.
 
     The rows are copied in (from the scan's explicit file list, see
     :mod:`ftaudit.eventlog.load`), so no view reads a file: external file access can be
-    switched off afterwards without breaking them.
+    switched off afterwards without breaking them. ``manifests=False`` leaves the
+    dataset manifests out (the data views are then empty of manifest items).
     """
     load_segments(con, scan, SEGMENTS)
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
@@ -117,6 +153,9 @@ def create_views(con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventR
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
     for signature, body in MACROS.items():
         con.execute(f"CREATE MACRO {signature} AS ({body})")
+    create_manifest_tables(con, scan.run_dir, load=manifests)
+    for name, select in DATA_VIEWS.items():
+        con.execute(f"CREATE VIEW {ident(name)} AS {select}")
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

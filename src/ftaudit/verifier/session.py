@@ -79,7 +79,7 @@ class Session:
         check_types(scan, registry)
         con = open_memory()
         try:
-            create_views(con, scan, registry)
+            create_views(con, scan, registry, manifests=False)  # FT008 reads them itself
             if head_only:
                 con.execute(
                     f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
