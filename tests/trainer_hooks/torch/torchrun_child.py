@@ -1,16 +1,23 @@
-"""A torchrun training script (driven by test_torchrun.py): 2 gloo processes on CPU.
+"""A torchrun training script (driven by test_torchrun.py): gloo processes on CPU.
 
-Usage: torchrun --nproc-per-node 2 --max-restarts 1 torchrun_child.py RUN_DIR STRATEGY BUGS
+Usage: torchrun --nproc-per-node N --max-restarts R torchrun_child.py STRATEGY RUN_DIR BUGS
+[RUN_DIR BUGS ...]
 
 STRATEGY: ``ddp`` (rank 0 saves one file), ``fsdp`` (``fully_shard``, DCP), ``fsdp_full``
-(``fully_shard``, rank 0 saves the full state dict) or ``ddp_dcp`` (DDP with DCP).
+(``fully_shard``, rank 0 saves the full state dict), ``ddp_dcp`` (DDP with DCP) or
+``hsdp`` (``fully_shard`` on a 2-D ``(replicate, shard)`` mesh of 2 shards, DCP).
 
 In incarnation 0 global rank 1 is SIGKILLed mid-step after the second checkpoint; torchrun
-restarts both processes and the next incarnation resumes from the latest complete
+restarts every process and the next incarnation resumes from the latest complete
 checkpoint. BUGS (comma-separated) plants defects in the resumed incarnation:
-``stale_restore`` (global rank 1 loads the checkpoint before the one resumed from),
-``skip_batch`` (the resumed data stream starts one batch late); ``none`` is the correct
-twin.
+``stale_restore`` (the last global rank loads the checkpoint before the one resumed
+from), ``skip_batch`` (the resumed data stream starts one batch late); ``none`` is the
+correct twin.
+
+Several (RUN_DIR, BUGS) jobs run one after the other in one launch (one torchrun restart
+each, so ``--max-restarts`` = the number of jobs): a job whose directory holds the
+``done`` marker is skipped, so after the restart that killed job ``k`` the processes
+finish job ``k`` and go on to job ``k + 1``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
@@ -44,15 +52,25 @@ def sample_tokens(indices: list[int]) -> torch.Tensor:
     )
 
 
+DCP_STRATEGIES = ("fsdp", "ddp_dcp", "hsdp")
+SHARDS = 2  # HSDP: ranks per replica; the replicas are world // SHARDS
+
+
 def build(strategy: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     model = make_model(seed=0, layers=1)
     install_witnesses(model, B, layers="layers")
     if strategy in ("ddp", "ddp_dcp"):
         model = DistributedDataParallel(model)
-    elif strategy in ("fsdp", "fsdp_full"):
+    elif strategy in ("fsdp", "fsdp_full", "hsdp"):
+        mesh = None
+        if strategy == "hsdp":  # replicate over dim 0, shard over dim 1 (HSDP placement)
+            world = dist.get_world_size()
+            mesh = init_device_mesh(
+                "cpu", (world // SHARDS, SHARDS), mesh_dim_names=("replicate", "shard")
+            )
         for layer in model.layers:
-            fully_shard(layer)
-        fully_shard(model)  # the witnesses are in the root's group: rows split over ranks
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)  # the witnesses are in the root's group: rows split
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -60,12 +78,12 @@ def build(strategy: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
 
 def checkpoint_path(run_dir: Path, strategy: str, iteration: int) -> Path:
     """DCP: a directory per checkpoint; DDP: one full file that rank 0 writes."""
-    name = str(iteration) if strategy in ("fsdp", "ddp_dcp") else f"{iteration}.pt"
+    name = str(iteration) if strategy in DCP_STRATEGIES else f"{iteration}.pt"
     return run_dir / "ckpt" / name
 
 
-def main() -> None:
-    run_dir, strategy, bugs = Path(sys.argv[1]), sys.argv[2], sys.argv[3].split(",")
+def train(run_dir: Path, strategy: str, bugs: list[str]) -> None:
+    """One job: train (or resume) ``run_dir`` to the end; SIGKILLed once in incarnation 0."""
     me, world = dist.get_rank(), dist.get_world_size()
     model, optimizer = build(strategy)
     faults = FaultSchedule.of([{"step": KILL_STEP, "mode": "sigkill"}] if me == 1 else [])
@@ -80,7 +98,7 @@ def main() -> None:
     )
     if run.resume is not None:
         path = None
-        if "stale_restore" in bugs and me == 1:  # an older checkpoint than the log says
+        if "stale_restore" in bugs and me == world - 1:  # older than the log says
             path = checkpoint_path(run_dir, strategy, run.resume.ref.iteration - CHECKPOINT_EVERY)
         run.load_checkpoint(path)
     late = 1 if "skip_batch" in bugs and run.incarnation > 0 else 0
@@ -101,11 +119,21 @@ def main() -> None:
             run.hooks.log_metrics({"loss": loss.item()})
         run.end_attempt(step, 0)
         if step % CHECKPOINT_EVERY == CHECKPOINT_EVERY - 1:
-            how = "dcp" if strategy in ("fsdp", "ddp_dcp") else "full"
+            how = "dcp" if strategy in DCP_STRATEGIES else "full"
             run.save_checkpoint(checkpoint_path(run_dir, strategy, step), step, how=how)
     run.finish()
+    if me == 0:  # the job is over: a later round of this launch goes on to the next job
+        (run_dir / "done").touch()
+    dist.barrier()
     restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-    print(f"rank {me} incarnation {run.incarnation} restart {restart} done")
+    print(f"rank {me} {run_dir.name} incarnation {run.incarnation} restart {restart} done")
+
+
+def main() -> None:
+    strategy, jobs = sys.argv[1], sys.argv[2:]
+    for run_dir, bugs in zip(jobs[::2], jobs[1::2], strict=True):
+        if not (Path(run_dir) / "done").exists():
+            train(Path(run_dir), strategy, bugs.split(","))
 
 
 if __name__ == "__main__":
