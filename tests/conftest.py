@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from typer.testing import CliRunner, Result
 
 from tests.support.cli import Invoke
-from tests.support.cli_runs import RunShape, write_run
+from tests.support.runs import write_run
 
 # A loaded machine runs an example in seconds, not milliseconds: no per-example deadline
 # and no "too slow" health check, so a property test fails only on a wrong result.
@@ -54,7 +54,7 @@ def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def bad_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The same run, except that one sample of step 2 never reached cell 0's weights."""
-    return write_run(tmp_path_factory.mktemp("bad") / "run", RunShape(drop_id_at_step=2))
+    return write_run(tmp_path_factory.mktemp("bad") / "run", drop_id_at_step=2)
 
 
 @pytest.fixture

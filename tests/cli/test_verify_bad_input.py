@@ -11,7 +11,7 @@ import pytest
 from ftaudit.eventlog import EventRegistry, EventWriter, RunLog, Trainer
 from ftaudit.eventlog.events import BUILTIN_EVENTS, Event
 from tests.support.cli import Invoke, check_exit
-from tests.support.cli_runs import segments, write_foreign_parquet
+from tests.support.corrupt import segments, write_foreign_parquet
 
 
 class GpuTemperature(Event):

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tests.support.cli import Invoke, check_exit
-from tests.support.cli_runs import leave_torn_flush
+from tests.support.corrupt import leave_torn_flush
 
 
 def test_clean_run_verifies_with_exit_0(ftaudit: Invoke, good_run: Path) -> None:

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.cli_runs import write_run
 from tests.support.corrupt import CORRUPTIONS, Verdict, damage_copy, verdict
+from tests.support.runs import write_run
 
 KINDS = sorted(CORRUPTIONS)
 SEEN: Counter[tuple[str, int]] = Counter()

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 from ftaudit.eventlog.segment import DIGEST_KEY
 from ftaudit.verifier import verify
-from tests.support.cli_runs import segments, write_run
+from tests.support.corrupt import segments
+from tests.support.runs import write_run
 
 STRIPPED = (DIGEST_KEY, "ftaudit.prev_digest")
 

@@ -16,8 +16,14 @@ import pyarrow as pa
 import pytest
 
 from tests.support.cli import Invoke, check_exit
-from tests.support.cli_runs import segments
-from tests.support.corrupt import FORGED_RUNS, ID_SETS, forge_digest, forge_id_set, load_segment
+from tests.support.corrupt import (
+    FORGED_RUNS,
+    ID_SETS,
+    forge_digest,
+    forge_id_set,
+    load_segment,
+    segments,
+)
 
 FAST = {("witness_allocated.witness_ids", k) for k in FORGED_RUNS} | {
     ("witness_snapshot.nonzero_ids", "huge")

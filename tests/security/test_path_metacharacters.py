@@ -20,7 +20,7 @@ import pytest
 from ftaudit import connect
 from ftaudit.verifier import Report, verify
 from tests.support.cli import Invoke, check_exit
-from tests.support.cli_runs import segments
+from tests.support.corrupt import segments
 
 NAMES = {  # run name -> the sibling its glob would match
     "brackets": ("g[1]", "g1"),

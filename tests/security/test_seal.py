@@ -20,7 +20,7 @@ import pytest
 from ftaudit.eventlog import Metric, RunLog, Trainer
 from ftaudit.eventlog.segment import DIGEST_KEY, DIGEST_PLACEHOLDER, write_atomically
 from tests.support.cli import Invoke, check_exit
-from tests.support.cli_runs import segments
+from tests.support.corrupt import segments
 
 KEY = "correct horse battery staple"
 

@@ -280,6 +280,7 @@ class Incarnation:
         zero_advantage: Sequence[int] = (),
         instances: Sequence[str] = (HEAD,),
         clear_on_discard: bool = True,
+        unseen: Mapping[tuple[int, str], Sequence[int]] | None = None,
     ) -> list[int]:
         """One attempt of a step as a correct trainer runs it.
 
@@ -287,6 +288,8 @@ class Incarnation:
         accepted attempt logs the snapshot of each normal cell, then clears the stale
         rows; a retried attempt changes no weights but (``clear_on_discard``) zeroes its
         stale rows in every cell still alive, as ``TrainerHooks.after_discard`` does.
+        ``unseen[(cell, instance)]`` lists samples that this attempt's snapshot of that
+        instance does not show (a lost sample, the defect FT004 reports).
         """
         cells = dict(cells) if cells is not None else {c: NORMAL for c in range(self.builder.cells)}
         ids = self.alloc(step, samples, attempt)
@@ -307,13 +310,16 @@ class Incarnation:
             self.retried(step, attempt, cells)
             return ids
         trained = {i for i, s in zip(ids, samples, strict=True) if s not in zero}
+        id_of = dict(zip(samples, ids, strict=True))
         for cell, outcome in cells.items():
             rows = self.weights.setdefault(cell, set())
             if outcome.errored:
                 continue
             rows |= trained
             for instance in instances:
-                self.snapshot(step, sorted(rows), attempt=attempt, cell=cell, instance=instance)
+                lost = {id_of[s] for s in (unseen or {}).get((cell, instance), ())}
+                shown = sorted(rows - lost)
+                self.snapshot(step, shown, attempt=attempt, cell=cell, instance=instance)
             rows -= set(stale)
         self.step_end(step, cells, attempt)
         return ids

@@ -29,11 +29,26 @@ Corruption = Callable[[Path, random.Random], str]
 
 
 def segments(run: Path) -> list[Path]:
+    """Every sealed segment of a run, sorted."""
     return sorted((run / "events").glob("*/*.parquet"))
 
 
 def writers(run: Path) -> list[Path]:
     return sorted(p for p in (run / "events").iterdir() if p.is_dir())
+
+
+def write_foreign_parquet(run: Path) -> Path:
+    """A valid Parquet file that no ftaudit writer made, named like a segment."""
+    target = writers(run)[0] / "000000999999.parquet"
+    pq.write_table(pa.table({"loss": [0.5, 0.25], "step": [0, 1]}), target)
+    return target
+
+
+def leave_torn_flush(run: Path) -> Path:
+    """The temp file a writer leaves when it is killed mid-flush (a warning, not an error)."""
+    torn = writers(run)[0] / ".000000999999.parquet.4242.tmp"
+    torn.write_bytes(b"PAR1 half a row group")
+    return torn
 
 
 def vouched_for(run: Path) -> list[Path]:
