@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.rank_rows import judged_rank_rows
 
 RESTORE_EVIDENCE = """
     SELECT incarnation, coalesce(source_role, '') AS role, source_cell AS cell,
@@ -79,11 +80,11 @@ UNALLOCATED_IDS = """
                unnest(witness_ids.lengths) AS n
         FROM witness_allocated),
     received AS (
-        SELECT incarnation, step, attempt, cell, source_rank AS rank, segment,
-               unnest(witness_ids) AS id
+        SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell,
+               source_rank AS rank, segment, unnest(witness_ids) AS id
         FROM sample_advantage_summary),
     keyed AS (SELECT DISTINCT incarnation, step, attempt FROM witness_allocated)
-    SELECT r.incarnation, r.step, r.attempt, r.cell, r.rank, min(r.segment) AS segment,
+    SELECT r.incarnation, r.step, r.attempt, r.role, r.cell, r.rank, min(r.segment) AS segment,
            list(DISTINCT r.id ORDER BY r.id) AS ids
     FROM received r JOIN keyed k USING (incarnation, step, attempt)
     WHERE NOT EXISTS (SELECT 1 FROM alloc a
@@ -118,7 +119,7 @@ class RestoreEvidence(Rule):
 
         incarnation 1 resumed from checkpoint 3
         trainer cell 0 rank 0: witness_snapshot step 4 ...   (no after_load, no state_adopted)
-        -> FT009: rank 0 of cell 0 in incarnation 1 shows no restore evidence
+        -> FT009: cell 0 rank 0 in incarnation 1 shows no restore evidence
 
         incarnation 0: trainer witness_snapshot step 7 attempt 0   (no witness_allocated)
         -> FT009: step 7 attempt 0 of incarnation 0 has trainer evidence but no allocation
@@ -149,85 +150,66 @@ class RestoreEvidence(Rule):
         return RuleOutcome(checked, tuple(out))
 
     def _unrestored(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(UNRESTORED_RANKS, label="FT009 resumed ranks")
+        rows = judged_rank_rows(
+            ctx, UNRESTORED_RANKS, label="FT009 resumed ranks", at="first_step",
+            in_window=False, loaded="writer",
+        )  # fmt: skip
         return [
             self.violation(
-                f"rank {r['rank']} of{_role(r)} cell {r['cell']} in incarnation "
-                f"{r['incarnation']} shows no restore evidence: the incarnation resumed "
-                f"from checkpoint {r['resumed_iteration']} (saved by incarnation "
-                f"{r['resumed_incarnation']}), but this rank logged neither an after_load "
-                "checksum of what it loaded nor a state_adopted event; it may be training "
-                "on weights it never reloaded",
+                f"{r.who} in incarnation {r.incarnation} shows no restore evidence: the "
+                f"incarnation resumed from checkpoint {r['resumed_iteration']} (saved by "
+                f"incarnation {r['resumed_incarnation']}), but this rank logged neither an "
+                "after_load checksum of what it loaded nor a state_adopted event; it may be "
+                "training on weights it never reloaded",
                 kind="unrestored_rank",
-                location=_where(r, step=r["first_step"]),
+                location=r.location(),
             )
             for r in rows
-            if ctx.writer_complete(r["writer"])
         ]
 
     def _unhealed(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(UNHEALED_RANKS, label="FT009 healed ranks")
+        rows = judged_rank_rows(ctx, UNHEALED_RANKS, label="FT009 healed ranks")
         return [
             self.violation(
-                f"cell {r['cell']} rank {r['rank']} was healed from cell {r['heal_source']} "
-                f"at step {r['step']} (incarnation {r['incarnation']}) and trained after it, "
-                "but logged no restore evidence at the heal (an after_heal checksum or a "
-                "state_adopted event): nothing shows it received its source's state",
+                f"{r.who} was healed from cell {r['heal_source']} at step {r.step} "
+                f"(incarnation {r.incarnation}) and trained after it, but logged no restore "
+                "evidence at the heal (an after_heal checksum or a state_adopted event): "
+                "nothing shows it received its source's state",
                 kind="unhealed_rank",
-                location=_where(r, step=r["step"]),
+                location=r.location(),
             )
             for r in rows
-            if r["step"] >= ctx.since
         ]
 
     def _unallocated(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts")
+        rows = judged_rank_rows(
+            ctx, UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts", loaded="incarnation"
+        )
         return [
             self.violation(
-                f"step {r['step']} attempt {r['attempt']} of incarnation {r['incarnation']} "
-                f"has {r['events']} trainer event(s) (snapshots, sample summaries, applied "
-                "steps) but no allocation in the log: the driver handed out witness ids "
-                "before their allocation was durable, and a crash lost it; a resumed "
-                "allocator re-issues those ids, so rows left in the weights would read as "
-                "new work",
+                f"step {r.step} attempt {r.attempt} of incarnation {r.incarnation} has "
+                f"{r['events']} trainer event(s) (snapshots, sample summaries, applied steps) "
+                "but no allocation in the log: the driver handed out witness ids before "
+                "their allocation was durable, and a crash lost it; a resumed allocator "
+                "re-issues those ids, so rows left in the weights would read as new work",
                 kind="unallocated_attempt",
-                location=_where(r, step=r["step"], attempt=r["attempt"]),
+                location=r.location(),
             )
             for r in rows
-            if r["step"] >= ctx.since and ctx.incarnation_complete(r["incarnation"])
         ]
 
     def _unallocated_ids(self, ctx: RunContext) -> list[Violation]:
-        rows = ctx.rows(UNALLOCATED_IDS, label="FT009 unallocated ids")
-        out = []
-        for r in rows:
-            if r["step"] < ctx.since or not ctx.incarnation_complete(r["incarnation"]):
-                continue
-            ids = [int(i) for i in r["ids"]]
-            out.append(
-                self.violation(
-                    f"cell {r['cell']} rank {r['rank']} trained {len(ids)} witness id(s) in "
-                    f"step {r['step']} attempt {r['attempt']} of incarnation "
-                    f"{r['incarnation']} that its allocation does not hold: the ids reached "
-                    "the trainer without a durable allocation",
-                    kind="unallocated_ids",
-                    location=_where(r, step=r["step"], attempt=r["attempt"]),
-                    ids=ids,
-                )
+        rows = judged_rank_rows(
+            ctx, UNALLOCATED_IDS, label="FT009 unallocated ids", loaded="incarnation"
+        )
+        return [
+            self.violation(
+                f"{r.who} trained {len(r['ids'])} witness id(s) in step {r.step} attempt "
+                f"{r.attempt} of incarnation {r.incarnation} that its allocation does not "
+                "hold: the ids reached the trainer without a durable allocation",
+                kind="unallocated_ids",
+                location=r.location(),
+                ids=[int(i) for i in r["ids"]],
             )
-        return out
-
-
-def _role(r: dict[str, Any]) -> str:
-    return f" {r['role']}" if r.get("role") else ""
-
-
-def _where(r: dict[str, Any], *, step: int | None, attempt: int | None = None) -> Location:
-    return Location(
-        step,
-        attempt,
-        r["incarnation"],
-        cell=r.get("cell"),
-        rank=r.get("rank"),
-        segment=r.get("segment"),
-    )
+            for r in rows
+        ]

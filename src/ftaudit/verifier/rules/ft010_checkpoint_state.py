@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.rank_rows import judged_rank_rows
 
 CHECKSUMS = """
     CREATE OR REPLACE TEMP VIEW _ft010_checksums AS
@@ -101,58 +102,38 @@ class CheckpointState(Rule):
         return RuleOutcome(checked, tuple(self._stale_saves(ctx) + self._incomparable(ctx)))
 
     def _stale_saves(self, ctx: RunContext) -> list[Violation]:
-        out = []
-        for r in ctx.rows(SAVE_VS_STEP, label="FT010 saves"):
-            differ = list(r["differ"] or [])
-            if not differ or r["ckpt_iteration"] < ctx.since:
-                continue
-            out.append(
-                self.violation(
-                    f"checkpoint {r['ckpt_iteration']} saved by{_role(r)} cell {r['cell']} "
-                    f"rank {r['rank']} (incarnation {r['incarnation']}) is not the state "
-                    f"after step {r['ckpt_iteration']} (attempt {r['attempt']}): "
-                    f"{len(differ)} of {r['compared']} tensor(s) differ {_names(differ)}; "
-                    "the save was staged at another point (a step late, or before the "
-                    "optimizer step), so a resume from it replays or loses a step",
-                    kind="checkpoint_not_its_step",
-                    location=Location(
-                        r["ckpt_iteration"],
-                        r["attempt"],
-                        r["incarnation"],
-                        cell=r["cell"],
-                        rank=r["rank"],
-                        segment=r["segment"],
-                    ),
-                )
-            )
-        return out
-
-    def _incomparable(self, ctx: RunContext) -> list[Violation]:
+        rows = judged_rank_rows(ctx, SAVE_VS_STEP, label="FT010 saves", at="ckpt_iteration")
         return [
             self.violation(
-                f"rank {r['rank']} of{_role(r)} cell {r['cell']} in incarnation "
-                f"{r['incarnation']} loaded checkpoint {r['ckpt_iteration']} (saved by "
-                f"incarnation {r['ckpt_incarnation']}), but no rank {r['rank']} logged an "
-                "at_save checksum of that checkpoint: what it loaded cannot be compared with "
-                "what was saved (log at_save checksums on every rank index that loads)",
-                kind="load_incomparable",
-                location=Location(
-                    r["step"],
-                    None,
-                    r["incarnation"],
-                    cell=r["cell"],
-                    rank=r["rank"],
-                    segment=r["segment"],
-                ),
+                f"checkpoint {r.step} saved by {r.who} (incarnation {r.incarnation}) is not "
+                f"the state after step {r.step} (attempt {r.attempt}): {len(r['differ'])} of "
+                f"{r['compared']} tensor(s) differ {_names(r['differ'])}; the save was staged "
+                "at another point (a step late, or before the optimizer step), so a resume "
+                "from it replays or loses a step",
+                kind="checkpoint_not_its_step",
+                location=r.location(),
             )
-            for r in ctx.rows(LOADS_WITHOUT_SAVE, label="FT010 loads")
-            # incremental: the save may sit in a segment this window did not load
-            if ctx.scope is None
+            for r in rows
+            if r["differ"]
         ]
 
-
-def _role(r: dict[str, Any]) -> str:
-    return f" {r['role']}" if r.get("role") else ""
+    def _incomparable(self, ctx: RunContext) -> list[Violation]:
+        # incremental: the save may sit in a segment this window did not load
+        rows = judged_rank_rows(
+            ctx, LOADS_WITHOUT_SAVE, label="FT010 loads", in_window=False, loaded="run"
+        )
+        return [
+            self.violation(
+                f"{r.who} in incarnation {r.incarnation} loaded checkpoint "
+                f"{r['ckpt_iteration']} (saved by incarnation {r['ckpt_incarnation']}), but no "
+                f"rank {r.who.rank} logged an at_save checksum of that checkpoint: what it "
+                "loaded cannot be compared with what was saved (log at_save checksums on "
+                "every rank index that loads)",
+                kind="load_incomparable",
+                location=r.location(),
+            )
+            for r in rows
+        ]
 
 
 def _names(names: list[str], limit: int = 6) -> str:

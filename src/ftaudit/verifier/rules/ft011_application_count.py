@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
+from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank, judged_rank_rows
 from ftaudit.verifier.spans import Spans, union_all
 
 GRADIENTS = """
-    SELECT incarnation, step, attempt, cell, rank, instance, nonzero_ids, min(segment) AS segment
+    SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell, rank, instance,
+           nonzero_ids, min(segment) AS segment
     FROM witness_gradient GROUP BY ALL
-    ORDER BY incarnation, step, attempt, cell, rank, instance"""
+    ORDER BY incarnation, step, attempt, role, cell, rank, instance"""
 
 ALLOCATED = """
     SELECT incarnation, step, attempt, list(witness_ids) AS ids
@@ -34,11 +36,17 @@ CHECKED = """
 
 @dataclass(frozen=True)
 class _Reading:
-    step: int
-    attempt: int
-    incarnation: int
+    """One counter of one rank after a committed step."""
+
+    at: RankRow
     value: int
-    segment: str
+
+    def grew(self, prev: _Reading) -> int:
+        return self.value - prev.value
+
+    def steps(self, prev: _Reading) -> int:
+        """Committed steps since ``prev``: what the counter must have grown by."""
+        return self.at.step - prev.at.step  # type: ignore[operator]
 
 
 class ApplicationCount(Rule):
@@ -91,31 +99,22 @@ class ApplicationCount(Rule):
             for r in ctx.rows(ALLOCATED, label="FT011 allocations")
         }
         out = []
-        for r in ctx.rows(GRADIENTS, label="FT011 gradients"):
-            own = allocated.get((r["incarnation"], r["step"], r["attempt"]))
-            if own is None or r["step"] < ctx.since:
+        for r in judged_rank_rows(ctx, GRADIENTS, label="FT011 gradients"):
+            own = allocated.get((r.incarnation, r.step, r.attempt))
+            if own is None:
                 continue  # no allocation at all: FT009 reports the attempt
             extra = Spans.from_column(r["nonzero_ids"]) - own
             if not extra:
                 continue
             out.append(
                 self.violation(
-                    f"the witness gradient of cell {r['cell']} rank {r['rank']} "
-                    f"({r['instance']}) in step {r['step']} attempt {r['attempt']} of "
-                    f"incarnation {r['incarnation']} holds {len(extra)} id(s) that this "
-                    f"attempt did not allocate {extra.describe()}: gradient of an earlier "
-                    "attempt was never cleared (zero_grad skipped?) and is applied a second "
-                    "time",
+                    f"the witness gradient of {r.who} ({r['instance']}) in step {r.step} "
+                    f"attempt {r.attempt} of incarnation {r.incarnation} holds {len(extra)} "
+                    f"id(s) that this attempt did not allocate {extra.describe()}: gradient "
+                    "of an earlier attempt was never cleared (zero_grad skipped?) and is "
+                    "applied a second time",
                     kind="gradient_not_cleared",
-                    location=Location(
-                        r["step"],
-                        r["attempt"],
-                        r["incarnation"],
-                        cell=r["cell"],
-                        rank=r["rank"],
-                        instance=r["instance"],
-                        segment=r["segment"],
-                    ),
+                    location=r.location(instance=r["instance"]),
                     ids=extra.head(MAX_IDS).tolist(),
                     id_count=len(extra),
                 )
@@ -124,29 +123,25 @@ class ApplicationCount(Rule):
 
     def _counters(self, ctx: RunContext) -> list[Violation]:
         normal = {(s.incarnation, s.step, s.attempt): set(s.normal_cells()) for s in ctx.committed}
-        series: dict[tuple[str, int, int, str], list[_Reading]] = defaultdict(list)
-        for r in ctx.rows(COUNTERS, label="FT011 counters"):
-            cells = normal.get((r["incarnation"], r["step"], r["attempt"]))
-            if cells is None or r["cell"] not in cells:
+        series: dict[tuple[TrainerRank, str], list[_Reading]] = defaultdict(list)
+        # every reading, also before an incremental window: the first judged one grows from it
+        for r in judged_rank_rows(ctx, COUNTERS, label="FT011 counters", in_window=False):
+            cells = normal.get((r.incarnation, r.step, r.attempt))
+            if cells is None or r.who.cell not in cells:
                 continue  # not committed, or this cell did not finish the attempt normally
             for name, value in zip(r["names"] or [], r["values"] or [], strict=True):
-                series[(r["role"], r["cell"], r["rank"], name)].append(
-                    _Reading(r["step"], r["attempt"], r["incarnation"], int(value), r["segment"])
-                )
+                series[(r.who, name)].append(_Reading(r, int(value)))
         out = []
-        for (role, cell, rank, name), readings in sorted(series.items()):
-            readings.sort(key=lambda x: x.step)
+        for (_, name), readings in sorted(series.items()):
+            readings.sort(key=lambda x: x.at.step)
             for prev, cur in itertools.pairwise(readings):
-                grew, steps = cur.value - prev.value, cur.step - prev.step
-                if grew == steps or cur.step < ctx.since:
+                if cur.grew(prev) == cur.steps(prev) or cur.at.step < ctx.since:
                     continue
-                out.append(self._counter_violation(role, cell, rank, name, prev, cur))
+                out.append(self._counter_violation(name, prev, cur))
         return out
 
-    def _counter_violation(
-        self, role: str, cell: int, rank: int, name: str, prev: _Reading, cur: _Reading
-    ) -> Violation:
-        grew, steps = cur.value - prev.value, cur.step - prev.step
+    def _counter_violation(self, name: str, prev: _Reading, cur: _Reading) -> Violation:
+        grew, steps = cur.grew(prev), cur.steps(prev)
         if grew > steps:
             kind = "applied_twice"
             meaning = (
@@ -160,14 +155,11 @@ class ApplicationCount(Rule):
         else:
             kind = "never_applied"
             meaning = f"{steps - grew} committed step(s) never applied"
-        who = f"{role} " if role else ""
         return self.violation(
-            f"the {name} counter of {who}cell {cell} rank {rank} went from {prev.value} after "
-            f"step {prev.step} (incarnation {prev.incarnation}) to {cur.value} after step "
-            f"{cur.step} (incarnation {cur.incarnation}): it must grow by {steps} over "
+            f"the {name} counter of {cur.at.who} went from {prev.value} after step "
+            f"{prev.at.step} (incarnation {prev.at.incarnation}) to {cur.value} after step "
+            f"{cur.at.step} (incarnation {cur.at.incarnation}): it must grow by {steps} over "
             f"{steps} committed step(s); {meaning}",
             kind=kind,
-            location=Location(
-                cur.step, cur.attempt, cur.incarnation, cell=cell, rank=rank, segment=cur.segment
-            ),
+            location=cur.at.location(),
         )

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.findings import Location, Violation
+from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.rank_rows import RankRow, judged_rank_rows
 
 MANIFESTS = """
     SELECT incarnation, step, coalesce(source_role, '') AS role, cell, rank, segment, seq,
@@ -18,31 +19,20 @@ MANIFESTS = """
 
 @dataclass(frozen=True)
 class _Manifest:
-    incarnation: int
-    step: int | None
-    cell: int
-    segment: str
+    at: RankRow
     digest: str
     entries: dict[str, tuple[object, ...]]
     declared: str
 
     @classmethod
-    def of(cls, r: dict) -> _Manifest:  # type: ignore[type-arg]
+    def of(cls, r: RankRow) -> _Manifest:
         entries = {
             name: (tuple(shape), dtype, grad, group)
             for name, shape, dtype, grad, group in zip(
                 r["names"], r["shapes"], r["dtypes"], r["requires_grad"], r["groups"], strict=True
             )
         }
-        return cls(
-            r["incarnation"],
-            r["step"],
-            r["cell"],
-            r["segment"],
-            r["digest"],
-            entries,
-            r["declared_change"] or "",
-        )
+        return cls(r, r["digest"], entries, r["declared_change"] or "")
 
 
 class ParameterManifest(Rule):
@@ -75,12 +65,14 @@ class ParameterManifest(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
-        rows = ctx.rows(MANIFESTS, label="FT012 manifests")
+        # every manifest, also before an incremental window: the first judged one is
+        # compared with the one before it
+        rows = judged_rank_rows(ctx, MANIFESTS, label="FT012 manifests", in_window=False)
         groups: dict[tuple[str, int], list[_Manifest]] = {}
         for r in rows:
-            groups.setdefault((r["role"], r["rank"]), []).append(_Manifest.of(r))
+            groups.setdefault((r.who.role, r.who.rank), []).append(_Manifest.of(r))
         out: list[Violation] = []
-        for (role, rank), manifests in groups.items():
+        for manifests in groups.values():
             current = manifests[0]
             reported: set[tuple[int, int, str]] = set()
             for m in manifests[1:]:
@@ -89,29 +81,21 @@ class ParameterManifest(Rule):
                 if m.declared:
                     current = m
                     continue
-                key = (m.incarnation, m.cell, m.digest)
-                if key not in reported and (m.step is None or m.step >= ctx.since):
+                key = (m.at.incarnation, m.at.who.cell, m.digest)
+                if key not in reported and (m.at.step is None or m.at.step >= ctx.since):
                     reported.add(key)
-                    out.append(self._changed(role, rank, current, m))
+                    out.append(self._changed(current, m))
         return RuleOutcome(len(rows), tuple(out))
 
-    def _changed(self, role: str, rank: int, before: _Manifest, after: _Manifest) -> Violation:
-        who = f"{role} " if role else ""
+    def _changed(self, before: _Manifest, after: _Manifest) -> Violation:
         return self.violation(
-            f"the trainable parameters of {who}cell {after.cell} rank {rank} in incarnation "
-            f"{after.incarnation} (step {after.step}) differ from those of cell {before.cell} "
-            f"in incarnation {before.incarnation} (step {before.step}), undeclared: "
+            f"the trainable parameters of {after.at.who} in incarnation {after.at.incarnation} "
+            f"(step {after.at.step}) differ from those of cell {before.at.who.cell} in "
+            f"incarnation {before.at.incarnation} (step {before.at.step}), undeclared: "
             f"{_differences(before, after)}; part of the model is trained differently "
             "after a resume or heal, which the witness cannot see",
             kind="parameters_changed",
-            location=Location(
-                after.step,
-                None,
-                after.incarnation,
-                cell=after.cell,
-                rank=rank,
-                segment=after.segment,
-            ),
+            location=after.at.location(),
         )
 
 
