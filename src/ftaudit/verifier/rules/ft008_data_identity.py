@@ -369,21 +369,28 @@ class DataIdentity(Rule):
         rows = np.flatnonzero(mask & (epochs != UNKNOWN))
         if rows.size == 0:
             return []
-        # ranks of one cell feeding the same position (tensor or context parallel) count once
-        table = np.stack(
-            [epochs[rows], fed.fingerprint[rows], fed.position[rows], fed.cell[rows]], axis=1
-        )
-        uniq, first = np.unique(table, axis=0, return_index=True)
-        rows = rows[first]
-        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for (epoch, fp, _, _), row in zip(uniq.tolist(), rows.tolist(), strict=True):
-            groups[(epoch, fp)].append(row)
+        # sorted by (epoch, fingerprint, position, cell), the first feeding of each first
+        # (a stable sort); ranks of one cell feeding one position (tensor or context
+        # parallel) count once
+        epoch, fp = epochs[rows], fed.fingerprint[rows]
+        position, cell = fed.position[rows], fed.cell[rows]
+        order = np.lexsort((cell, position, fp, epoch))
+        columns = (epoch[order], fp[order], position[order], cell[order])
+        new = np.ones(order.size, dtype=bool)
+        new[1:] = np.any([c[1:] != c[:-1] for c in columns], axis=0)
+        kept = order[new]
+        rows, epoch, fp = rows[kept], epoch[kept], fp[kept]
+        # groups of one content in one epoch; only those fed at least twice are looked at
+        starts = np.flatnonzero(np.r_[True, (epoch[1:] != epoch[:-1]) | (fp[1:] != fp[:-1])])
+        sizes = np.diff(np.r_[starts, rows.size])
         found: dict[tuple[int, bool, tuple[tuple[int, int], ...]], list[list[int]]] = defaultdict(
             list
         )
-        for (epoch, _), members in sorted(groups.items()):
-            if len(members) < 2:
-                continue
+        for start, size in zip(
+            starts[sizes >= 2].tolist(), sizes[sizes >= 2].tolist(), strict=True
+        ):
+            members = rows[start : start + size].tolist()
+            epoch_of = int(epoch[start])
             by_two_cells = len({int(fed.position[r]) for r in members}) < len(members)
             if not by_two_cells:
                 named = {int(items[r]) for r in members}
@@ -392,7 +399,7 @@ class DataIdentity(Rule):
                 if manifest is not None:
                     continue  # each matched its own item: the dataset holds equal items
             where = tuple(sorted({(int(fed.key[r]), int(fed.cell[r])) for r in members}))
-            found[(epoch, by_two_cells, where)].append(members)
+            found[(epoch_of, by_two_cells, where)].append(members)
         out = []
         for (epoch, by_two_cells, where), findings in sorted(found.items()):
             out.append(self._duplicate(ctx, fed, items, epoch, by_two_cells, where, findings))
@@ -450,8 +457,12 @@ class DataIdentity(Rule):
     def _coverage(self, ctx: RunContext, fed: FedSamples, committed: np.ndarray) -> list[Violation]:
         """Committed samples without a fingerprint, and fed samples outside the allocation."""
         by_key: dict[StepKey, np.ndarray] = {}
-        for key_index in np.unique(fed.key[committed]).tolist():
-            by_key[fed.keys[key_index]] = np.unique(fed.position[fed.key == key_index])
+        order = np.argsort(fed.key, kind="stable")  # one pass, not one scan per attempt
+        wanted = np.unique(fed.key[committed])
+        lo = np.searchsorted(fed.key[order], wanted, side="left")
+        hi = np.searchsorted(fed.key[order], wanted, side="right")
+        for key_index, a, b in zip(wanted.tolist(), lo.tolist(), hi.tolist(), strict=True):
+            by_key[fed.keys[key_index]] = np.unique(fed.position[order[a:b]])
         normal = {s.key: all(c.all_normal for c in s.cells.values()) for s in ctx.committed}
         # an attempt may allocate once per micro-batch (gradient accumulation): its
         # allocation is the union of them
