@@ -10,6 +10,7 @@ from typer.testing import CliRunner, Result
 
 from ftaudit.cli.app import app
 from ftaudit.cli.verify_cmd import build_app
+from ftaudit.dataset import read_manifest
 from ftaudit.eventlog import StepEnd, WitnessSnapshot, read_records
 from ftaudit.synth import BUGS, SynthBug, SynthConfig, SynthResult, plan, synthesize
 from ftaudit.verifier import verify
@@ -48,9 +49,13 @@ def test_valid_run_has_the_planned_shape(small_run: SynthResult) -> None:
     snapshots = [r.event for r in records if isinstance(r.event, WitnessSnapshot)]
     assert len(snapshots) == len(ends) * SMALL.cells * SMALL.ranks * len(SMALL.instances)
     report = verify(small_run.run_dir)
-    assert report.passed() and all(
-        r.checked > 0 for r in report.results if r.code not in ("FT007", "FT008")
-    )
+    assert report.passed() and all(r.checked > 0 for r in report.results if r.code != "FT007")
+    # every committed sample's content was checked against the run's own manifest
+    ft008 = next(r for r in report.results if r.code == "FT008")
+    assert ft008.checked == SMALL.steps * SMALL.samples_per_step * SMALL.ranks  # per feeding rank
+    assert ft008.note.startswith("checked against dataset manifest")
+    (manifest,) = (small_run.run_dir / "manifests").iterdir()
+    assert read_manifest(manifest).size == SMALL.items == SMALL.steps * SMALL.samples_per_step
 
 
 @pytest.mark.parametrize("bug", BUGS, ids=lambda b: b.name)
@@ -70,6 +75,31 @@ def test_each_bug_is_caught_by_its_rule(bug: SynthBug, tmp_path: Path) -> None:
         if bug.rule == "FT001" or v.location.step is None or v.location.step >= result.bug_step - 1
     ]
     assert located, f"{bug.name}: no {bug.rule} violation at or after step {result.bug_step}"
+
+
+@pytest.mark.parametrize("name", ["peer_shard_content", "wrong_items_after_resume"])
+def test_data_bugs_fail_ft008_alone_naming_the_items(name: str, tmp_path: Path) -> None:
+    """Right sample indices, wrong content: only the fingerprints can tell."""
+    result = synthesize(tmp_path / "run", dataclasses.replace(SMALL, bug=name))
+    report = verify(result.run_dir)
+    assert {r.code for r in report.results if r.errors} == {"FT008"}, report.to_dict()
+    wrong = [
+        v
+        for r in report.results
+        for v in r.violations
+        if r.code == "FT008" and v.kind == "wrong_content"
+    ]
+    assert wrong and all(v.location.step >= result.bug_step for v in wrong)
+    assert all("should be item" in v.message and "content is item" in v.message for v in wrong)
+
+
+def test_a_run_without_fingerprints_passes_ft008_with_a_note(tmp_path: Path) -> None:
+    config = dataclasses.replace(SMALL, steps=6, restarts=0, retries=0, fingerprints=False)
+    report = verify(synthesize(tmp_path / "run", config).run_dir)
+    assert report.passed(), report.to_dict()
+    ft008 = next(r for r in report.results if r.code == "FT008")
+    assert ft008.checked == 0 and "no sample fingerprints" in ft008.note
+    assert not (tmp_path / "run" / "manifests").exists()
 
 
 def test_synth_command_writes_a_run_that_verifies(tmp_path: Path) -> None:
@@ -113,6 +143,8 @@ def test_list_bugs(tmp_path: Path) -> None:
         (["--samples-per-step", "40000"], "use a larger buffer size"),
         (["--bug", "no-such-bug"], "unknown synth bug 'no-such-bug'"),
         (["--bug", "checksum_mismatch", "--cells", "1"], "needs at least 2 cells"),
+        (["--bug", "peer_shard_content", "--no-fingerprints"], "needs fingerprints"),
+        (["--dataset-size", "10"], "cannot fill a step of 1024 distinct samples"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:

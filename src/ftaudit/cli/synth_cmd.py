@@ -53,6 +53,19 @@ def synth(
     fsync: Annotated[
         bool, typer.Option("--fsync/--no-fsync", help="Fsync every segment (slower).")
     ] = False,
+    fingerprints: Annotated[
+        bool,
+        typer.Option(
+            "--fingerprints/--no-fingerprints",
+            help="Log what each cell fed and keep the dataset's manifest (FT008 checks them).",
+        ),
+    ] = True,
+    dataset_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Items of the synthetic dataset (default: min(steps x samples, 65,536))."
+        ),
+    ] = None,
     list_bugs: Annotated[
         bool, typer.Option("--list-bugs", help="Print the bug names and the rule catching each.")
     ] = False,
@@ -83,6 +96,8 @@ def synth(
         checkpoint_every=checkpoint_every,
         flush_every=flush_every,
         fsync=fsync,
+        fingerprints=fingerprints,
+        dataset_size=dataset_size,
     )
 
     def write() -> SynthResult:

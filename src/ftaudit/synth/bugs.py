@@ -93,6 +93,18 @@ BUGS: tuple[SynthBug, ...] = (
         needs_restart=True,
     ),
     SynthBug(
+        "peer_shard_content",
+        "FT008",
+        "the last cell feeds cell 0's shard under its own (correct) sample indices",
+    ),
+    SynthBug(
+        "wrong_items_after_resume",
+        "FT008",
+        "a resumed incarnation's loader restarts one batch behind its saved state: every "
+        "sample index is fed the content of the item one step earlier",
+        needs_restart=True,
+    ),
+    SynthBug(
         "head_frozen",
         "FT012",
         "a resumed incarnation's cell 0 trains with its output head frozen",

@@ -11,6 +11,11 @@ a run without a planted bug verifies clean by construction.
 
 Id sets are :class:`IntRuns` arcs throughout, so writing one step costs the same for a
 ring of 4,096 slots as for one of a million.
+
+Every trainer rank also logs the content fingerprints of the samples its cell fed (each
+cell a contiguous shard of the step's samples; a discarded attempt fed them too) and the
+driver declares the synthetic dataset's manifest (:mod:`ftaudit.synth.dataset`), so rule
+FT008 checks the data of a synthetic run like a real one's.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ftaudit.errors import UsageError
 from ftaudit.eventlog import (
     AttemptEnd,
     CellOutcome,
     CheckpointRef,
     ChecksumWhen,
+    DataManifest,
     Driver,
     EventWriter,
     IntRuns,
@@ -35,6 +43,7 @@ from ftaudit.eventlog import (
     RankOutcome,
     RunLog,
     RunStatus,
+    SampleFingerprints,
     StepApplied,
     StepEnd,
     Trainer,
@@ -47,6 +56,7 @@ from ftaudit.eventlog import (
 from ftaudit.eventlog.ring import max_ids_per_step
 from ftaudit.eventlog.rundir import is_run, segment_path
 from ftaudit.synth.bugs import SynthBug, get_bug
+from ftaudit.synth.dataset import SynthDataset
 from ftaudit.synth.ring import AllocationArcs, RunRing
 from ftaudit.synth.slots import SlotSet
 
@@ -84,6 +94,16 @@ class SynthConfig:
     fsync: bool = False
     bug_step: int | None = None
     """Where the bug strikes; default near the end, in the final incarnation."""
+    fingerprints: bool = True
+    """Log what each cell fed and declare the dataset's manifest (FT008 checks them)."""
+    dataset_size: int | None = None
+    """Items of the synthetic dataset (position ``p`` reads item ``p mod N``); default
+    ``min(steps * samples_per_step, 65,536)``, so a long run goes through several epochs."""
+
+    @property
+    def items(self) -> int:
+        """The dataset's size ``N``."""
+        return self.dataset_size or min(self.steps * self.samples_per_step, 65_536)
 
     def check(self) -> None:
         """Raise ``ValueError`` for a shape the generator cannot make valid."""
@@ -91,6 +111,11 @@ class SynthConfig:
             raise UsageError("steps, cells and ranks must be at least 1")
         if self.samples_per_step < 1:
             raise UsageError("samples per step must be at least 1")
+        if self.dataset_size is not None and self.dataset_size < self.samples_per_step:
+            raise UsageError(
+                f"a dataset of {self.dataset_size} items cannot fill a step of "
+                f"{self.samples_per_step} distinct samples"
+            )
         limit = max_ids_per_step(self.buffer_size)
         if self.samples_per_step > limit:
             raise UsageError(
@@ -112,8 +137,10 @@ class SynthConfig:
             raise UsageError("at least one snapshot instance is needed")
         if self.bug is not None:
             bug = get_bug(self.bug)
-            if bug.name == "checksum_mismatch" and self.cells < 2:
-                raise UsageError("the checksum-mismatch bug needs at least 2 cells")
+            if bug.name in ("checksum_mismatch", "peer_shard_content") and self.cells < 2:
+                raise UsageError(f"the {bug.name} bug needs at least 2 cells")
+            if bug.rule == "FT008" and not self.fingerprints:
+                raise UsageError(f"the {bug.name} bug needs fingerprints (FT008 checks them)")
             if bug.name in ("skipped_step", "sample_twice") and self.steps < 3:
                 raise UsageError(f"the {bug.name} bug needs at least 3 steps")
             if bug.needs_restart and self.steps < 4:
@@ -216,6 +243,9 @@ class _Generator:
     """(iteration, incarnation) -> (rows of each cell, allocator counter, next sample)."""
     lost_segment: Path | None = None
     tried: set[int] = field(default_factory=set)
+    dataset: SynthDataset | None = None
+    """What the cells feed; None: the run logs no fingerprints."""
+    declared: DataManifest | None = None
 
     # -- incarnations -------------------------------------------------------------------
     def start(self, resume: CheckpointRef | None, abandoned: _Incarnation | None) -> _Incarnation:
@@ -233,6 +263,7 @@ class _Generator:
                 "bug": cfg.bug,
             },
             deterministic_order=True,
+            dataset_size=cfg.items if self.dataset is not None else None,
             options=self.options,
         )
         self.events += 1
@@ -251,6 +282,10 @@ class _Generator:
         )
         first = resume.iteration + 1 if resume is not None else 0
         bug = self.bug.name if self.bug and first == self.plan.bug_step else None
+        if self.dataset is not None:
+            if self.declared is None:
+                self.declared = self.dataset.declare(self.run_dir)
+            self._log(inc.driver, self.declared)
         for (c, r), writer in trainers.items():
             self._log(writer, _manifest(first, c, r, frozen=bug == "head_frozen" and c == 0))
         if resume is None:
@@ -324,15 +359,18 @@ class _Generator:
         S = cfg.samples_per_step
         normal = CellOutcome(ranks=[RankOutcome.NORMAL] * cfg.ranks)
         gap_writer: EventWriter | None = None
+        gap_first: int | None = None
         if bug == "sequence_gap" and at_bug:
             gap_writer = inc.trainers[(0, 0)]
-            gap_writer.flush()
+            gap_first = gap_writer.flush() + 1  # the step's first event opens a segment
         first_sample = inc.next_sample - (1 if bug == "sample_twice" and at_bug else 0)
         samples = IntRuns(starts=[first_sample], lengths=[S])
         attempt = 0
         if step in self.plan.retried and step not in self.tried:
             self.tried.add(step)
             discarded = self._allocate(inc, step, attempt, S, samples)
+            for c in range(cfg.cells):  # every cell fed its shard before one discarded
+                self._fed(inc, step, attempt, c, first_sample)
             cells = {c: normal for c in range(cfg.cells)}
             bad = self.plan.discarding_cell[step]
             cells[bad] = CellOutcome(
@@ -354,7 +392,6 @@ class _Generator:
         stale = SlotSet.from_runs(alloc.stale_ids)
         hashes = [self._hashes(step, r) for r in range(cfg.ranks)]
         snapshots: dict[SlotSet, IntRuns] = {}
-        gap_first: int | None = None
         for c in range(cfg.cells):
             got = trained
             if bug == "missing_sample" and at_bug and c == cfg.cells - 1:
@@ -380,12 +417,11 @@ class _Generator:
             if bug == "gradient_not_cleared" and at_bug and c == 0:
                 gradient = (SlotSet.from_runs(gradient) | SlotSet.from_runs(previous)).to_runs()
             applied = step + (2 if bug == "stepped_twice" and c == 0 and at_bug else 1)
+            self._fed(inc, step, attempt, c, first_sample)
             for r in range(cfg.ranks):
                 writer = inc.trainers[(c, r)]
                 for event in events:
-                    seq = self._log(writer, event)
-                    if writer is gap_writer and gap_first is None:
-                        gap_first = seq
+                    self._log(writer, event)
                 for instance in cfg.instances:
                     self._log(
                         writer,
@@ -431,6 +467,43 @@ class _Generator:
         if gap_writer is not None and gap_first is not None:
             gap_writer.flush()
             self.lost_segment = segment_path(self.run_dir, gap_writer.writer_id, gap_first)
+
+    def _fed(self, inc: _Incarnation, step: int, attempt: int, cell: int, first: int) -> None:
+        """Every rank of ``cell`` logs the fingerprints of the shard the cell fed."""
+        if self.dataset is None:
+            return
+        S, cells = self.config.samples_per_step, self.config.cells
+        lo, hi = cell * S // cells, (cell + 1) * S // cells
+        if hi == lo:
+            return  # more cells than samples: this cell fed nothing
+        positions = np.arange(first + lo, first + hi, dtype=np.int64)
+        fps = self.dataset.fingerprints(self._content(inc, step, cell, positions, first)).tolist()
+        for r in range(self.config.ranks):  # ranks of a cell feed the same rows
+            self._log(
+                inc.trainers[(cell, r)],
+                SampleFingerprints(
+                    step=step,
+                    attempt=attempt,
+                    cell=cell,
+                    sample_indices=IntRuns(starts=[first + lo], lengths=[hi - lo]),
+                    fingerprints=fps,
+                ),
+            )
+
+    def _content(
+        self, inc: _Incarnation, step: int, cell: int, positions: np.ndarray, first: int
+    ) -> np.ndarray:
+        """The items whose content ``cell`` fed at ``positions``: their own, unless a bug."""
+        bug = self.bug.name if self.bug else None
+        bug_step = self.plan.bug_step
+        if bug == "peer_shard_content" and step == bug_step and cell == self.config.cells - 1:
+            # the cell reads cell 0's shard under its own (correct) sample indices
+            return first + np.arange(positions.size, dtype=np.int64)
+        final = inc.log.incarnation == len(self.plan.crashes)
+        if bug == "wrong_items_after_resume" and final and bug_step is not None:
+            if step >= bug_step:  # the loader resumed one batch behind its saved state
+                return positions - self.config.samples_per_step
+        return positions
 
     # -- helpers ------------------------------------------------------------------------
     def _allocate(
@@ -507,6 +580,7 @@ def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthRes
         the_plan,
         bug,
         WriterOptions(fsync=config.fsync, flush_interval_s=3600.0),
+        dataset=SynthDataset(config.items, config.seed) if config.fingerprints else None,
     )
     crashes = dict(the_plan.crashes)
     every = the_plan.checkpoint_every
