@@ -49,6 +49,7 @@ from torch.utils.data import RandomSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import ExportableState
 
+from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import prefixed_hashes, rng_hashes
@@ -79,6 +80,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
         dataset_size: int | None = None,
         deterministic_order: bool | None = None,
         input_key: str | None = "input_ids",
+        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
         options: WriterOptions | None = None,
     ) -> None:
         """``layers``: the layer stack's path (default: the largest ``ModuleList``).
@@ -86,13 +88,17 @@ class FtauditCallback(TrainerCallback, ExportableState):
         ``deterministic_order``: declare whether the data order is fixed (a hole in
         the stream or a changed order is then an error, not a warning).
         ``input_key``: the forward argument whose rows are fingerprinted per sample
-        (None: no fingerprints, FT008 then cannot check the items read)."""
+        (None: no fingerprints, FT008 then cannot check the items read).
+        ``data_manifest``: the train dataset's manifest (``build_manifest(ds,
+        field="input_ids")`` or an ``ftaudit manifest`` file): FT008 then checks every fed
+        sample's content against its item, not only agreement."""
         self.run_dir = run_dir
         self.buffer_size = buffer_size
         self.layers = layers
         self.dataset_size = dataset_size
         self.deterministic_order = deterministic_order
         self.input_key = input_key
+        self.data_manifest = data_manifest
         self.options = options
         self.recorder: StepRecorder | None = None
         self._state: TrainerState | None = None
@@ -128,6 +134,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
             buffer_size=self.buffer_size,
             witnesses=witnesses,
             deterministic_order=self.deterministic_order,
+            data_manifest=self.data_manifest,
             options=self.options,
         )
         self._hook = model.register_forward_pre_hook(self._pre_forward, with_kwargs=True)

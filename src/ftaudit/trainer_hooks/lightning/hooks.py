@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import (
@@ -73,6 +74,8 @@ class FtauditHooks:
     dataset wrapped in :class:`IndexedDataset` (or ``sample_items=`` reading the dataset
     indices of a batch of another shape). ``input_key`` names the batch tensor whose rows
     are fingerprinted per sample (None: no fingerprints, FT008 cannot check the items).
+    ``data_manifest`` (a ``DatasetManifest`` or a manifest file) is the training dataset's:
+    FT008 then checks every fed sample's content against its item.
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class FtauditHooks:
         deterministic_order: bool | None = None,
         sample_items: Callable[[Any], list[int] | None] = batch_items,
         input_key: str | None = "input_ids",
+        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
         options: WriterOptions | None = None,
     ) -> None:
         self.run_dir = run_dir
@@ -94,6 +98,7 @@ class FtauditHooks:
         self.deterministic_order = deterministic_order
         self.sample_items = sample_items
         self.input_key = input_key
+        self.data_manifest = data_manifest
         self.options = options
         self.recorder: StepRecorder | None = None
         self._ids = ExitStack()
@@ -115,6 +120,7 @@ class FtauditHooks:
             buffer_size=self.buffer_size,
             witnesses=witnesses,
             deterministic_order=self.deterministic_order,
+            data_manifest=self.data_manifest,
             options=self.options,
         )
 

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
 from ftaudit.eventlog.context import step_context
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, DataOrder, RunStatus
@@ -75,9 +76,13 @@ class StepRecorder:
         witnesses: WitnessSet,
         cell: int = 0,
         deterministic_order: bool | None = None,
+        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
         options: WriterOptions | None = None,
     ) -> None:
+        """``data_manifest``: the training dataset's manifest (``ftaudit.dataset``), which
+        rank 0 declares in every incarnation so FT008 checks what was fed against it."""
         self.run_dir = run_dir
+        self.data_manifest = data_manifest
         self.buffer_size = buffer_size
         self.witnesses = witnesses
         self.cell = cell
@@ -171,6 +176,8 @@ class StepRecorder:
                 deterministic_order=self.deterministic_order,
                 options=self.options,
             )
+            if self.data_manifest is not None:
+                self.driver.declare_manifest(self.data_manifest)
             header = (
                 self.driver.incarnation,
                 list(self.driver.resume_stale_ids),
