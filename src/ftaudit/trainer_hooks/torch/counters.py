@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import torch
 
 from ftaudit.eventlog.intruns import IntRuns
-from ftaudit.trainer_hooks.torch.clearing import nonzero_rows
+from ftaudit.trainer_hooks.torch.clearing import nonzero_rows_of
 from ftaudit.trainer_hooks.torch.witness import WitnessSet
 
 OPTIMIZER_COUNTER = "optimizer"
@@ -27,9 +27,13 @@ OPTIMIZER_COUNTER = "optimizer"
 
 
 def gradient_rows(witnesses: WitnessSet) -> dict[str, IntRuns]:
-    """Per witness instance, the rows of its gradient that are nonzero (none: no gradient)."""
+    """Per witness instance, the rows of its gradient that are nonzero (none: no gradient).
+
+    A gradient sharded by rows (FSDP2: a DTensor like its parameter) is read as the whole
+    witness, a collective over its shard group like the snapshot: every rank calls it.
+    """
     return {
-        name: IntRuns() if w.weight.grad is None else nonzero_rows(w.weight.grad)
+        name: IntRuns() if w.weight.grad is None else nonzero_rows_of(w.weight.grad)
         for name, w in witnesses.instances().items()
     }
 
