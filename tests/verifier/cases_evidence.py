@@ -121,11 +121,12 @@ def receipt_outside_allocation(b: RunBuilder) -> None:
 
 
 # -- FT010 ------------------------------------------------------------------------------
-def _saved_at(b: RunBuilder, saved: str, *, loaded_rank: int = 0) -> None:
+def _saved_at(b: RunBuilder, saved: str, *, loaded_rank: int = 0, ranks_before: int = 1) -> None:
     run = b.start()
     for step in range(3):
         _step(run, step, counter=step + 1)
-        run.checksum(step, 0, {"w": f"after{step}", "opt": f"o{step}"})
+        for rank in range(ranks_before):  # only rank 0 logs the save below
+            run.checksum(step, 0, {"w": f"after{step}", "opt": f"o{step}"}, rank=rank)
         if step == 1:
             run.checksum(
                 2, 0, {"w": saved, "opt": "o1"}, when=ChecksumWhen.AT_SAVE, checkpoint=CKPT1
@@ -153,6 +154,13 @@ def checkpoint_a_step_late(b: RunBuilder) -> None:
 
 
 def load_without_a_save(b: RunBuilder) -> None:
+    """Rank 1 was there when checkpoint 1 was saved, but logged no save checksum."""
+    _saved_at(b, "after1", loaded_rank=1, ranks_before=2)
+
+
+def load_by_a_new_rank(b: RunBuilder) -> None:
+    """Saved by one rank, loaded by rank 1 of another layout (more ranks now): no save of
+    its own to compare with, and none missing (FT006 compares the cell as a whole)."""
     _saved_at(b, "after1", loaded_rank=1)
 
 
@@ -276,8 +284,9 @@ CASES: tuple[Case, ...] = (
         "load_without_a_save",
         "FT010",
         load_without_a_save,
-        (Expect(cell=0, text="cannot be compared"),),
+        (Expect(cell=0, kind="load_incomparable", text="cannot be compared"),),
     ),
+    Case("load_by_a_new_rank", "FT010", load_by_a_new_rank),
     Case("counted_once", "FT011", counted_once),
     Case(
         "gradient_not_cleared",

@@ -274,8 +274,131 @@ def resharded_restore(*, corrupt: bool):
     return build
 
 
+AT_SAVE, AFTER_LOAD = ChecksumWhen.AT_SAVE, ChecksumWhen.AFTER_LOAD
+HALVES = ((0, "[0:4]"), (1, "[4:8]"))
+"""Two FSDP ranks' rows of an 8-row tensor."""
+
+
+def _saved_by_fsdp(b: RunBuilder, per_rank: dict[str, str] | None = None) -> RunBuilder:
+    """Incarnation 0: one cell sharded over 2 ranks saves checkpoint 0 (each rank its rows
+    and the whole-tensor digests), then incarnation 1 resumes from it."""
+    run = b.start()
+    run.train(0, [0, 1, 2])
+    ref = CheckpointRef(iteration=0, incarnation=0)
+    for rank, rows in HALVES:
+        saved = {f"param/w@rows{rows}": f"shard{rank}", "param/w@whole": "W"}
+        saved.update({name: f"{value}{rank}" for name, value in (per_rank or {}).items()})
+        run.checksum(0, 0, saved, rank=rank, when=AT_SAVE, checkpoint=ref)
+    run.checkpoint(0)
+    run.finish()
+    return b.start(resume_from=0)
+
+
+def sharded_to_replicas(*, stale_cell: int | None = None):
+    """FSDP saved, DDP resumed with 2 cells: a local shard and a plain hash never meet;
+    the whole-tensor digests compare (each cell against the one cell that saved)."""
+
+    def build(b: RunBuilder) -> None:
+        again = _saved_by_fsdp(b)
+        for cell in range(2):
+            whole = "stale" if cell == stale_cell else "W"
+            loaded = {"param/w": "all bytes", "param/w@whole": whole}
+            again.checksum(1, cell, loaded, when=AFTER_LOAD)
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+def replicas_to_sharded(*, stale_rank: int | None = None):
+    """DDP saved by one process, FSDP resumed over 2 ranks: rank 1 saved nothing, its
+    rows are covered by the whole-tensor digest both ranks log."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        run.train(0, [0, 1, 2])
+        ref = CheckpointRef(iteration=0, incarnation=0)
+        saved = {"param/w": "all bytes", "param/w@whole": "W"}
+        run.checksum(0, 0, saved, when=AT_SAVE, checkpoint=ref)
+        run.checkpoint(0)
+        run.finish()
+        again = b.start(resume_from=0)
+        for rank, rows in HALVES:
+            whole = "stale" if rank == stale_rank else "W"
+            loaded = {f"param/w@rows{rows}": f"shard{rank}", "param/w@whole": whole}
+            again.checksum(1, 0, loaded, rank=rank, when=AFTER_LOAD)
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+def per_rank_state_shrink(*, swapped: bool):
+    """2 FSDP ranks with a per-rank RNG state resume on one: rank 0 restores its own RNG
+    state (rank 1's has no place in the new layout); restoring rank 1's is a defect."""
+
+    def build(b: RunBuilder) -> None:
+        again = _saved_by_fsdp(b, {"stateful/rng": "rng"})
+        loaded = {
+            "param/w@rows[0:8]": "all rows",
+            "param/w@whole": "W",
+            "stateful/rng": "rng1" if swapped else "rng0",
+        }
+        again.checksum(1, 0, loaded, when=AFTER_LOAD)
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+def shards_only(b: RunBuilder) -> None:
+    """Checksums without whole-tensor digests, over another layout: nothing compares."""
+    run = b.start()
+    run.train(0, [0, 1, 2])
+    ref = CheckpointRef(iteration=0, incarnation=0)
+    for rank, rows in HALVES:
+        run.checksum(0, 0, {f"w@rows{rows}": "x"}, rank=rank, when=AT_SAVE, checkpoint=ref)
+    run.checkpoint(0)
+    run.finish()
+    again = b.start(resume_from=0)
+    again.checksum(1, 0, {"w@rows[0:8]": "x"}, when=AFTER_LOAD)
+    again.train(1, [3, 4, 5])
+    again.finish()
+
+
 CASES = (
     *CASES,
+    Case("FSDP saved, DDP resumed", "FT006", sharded_to_replicas(), cells=2),
+    Case(
+        "FSDP saved, DDP resumed, one replica stale",
+        "FT006",
+        sharded_to_replicas(stale_cell=1),
+        (
+            Expect(cell=1, kind="restore_mismatch", text="param/w@whole"),
+            Expect(cell=1, kind="replica_mismatch", text="param/w@whole"),
+        ),
+        cells=2,
+    ),
+    Case("DDP saved, FSDP resumed over more ranks", "FT006", replicas_to_sharded()),
+    Case(
+        "DDP saved, FSDP resumed, one rank's rows stale",
+        "FT006",
+        replicas_to_sharded(stale_rank=1),
+        (Expect(cell=0, kind="restore_mismatch", text="2 rank(s), saved by 1"),),
+    ),
+    Case("a world-size shrink with per-rank state", "FT006", per_rank_state_shrink(swapped=False)),
+    Case(
+        "a world-size shrink restoring another rank's state",
+        "FT006",
+        per_rank_state_shrink(swapped=True),
+        (Expect(cell=0, kind="restore_mismatch", text="stateful/rng"),),
+    ),
+    Case(
+        "a resharded restore without whole-tensor digests",
+        "FT006",
+        shards_only,
+        (Expect(cell=0, kind="restore_mismatch", text="no hash that both layouts log [w]"),),
+    ),
     Case(
         "replica-local tensors differ across cells",
         "FT006",

@@ -207,12 +207,12 @@ def _resharded_restore(b: RunBuilder, whole_after_load: str) -> None:
     run.train(0, [0, 1, 2])
     ref = CheckpointRef(iteration=0, incarnation=0)
     for rank, rows in ((0, "[0:4]"), (1, "[4:8]")):
-        hashes = {"w": "whole", f"w@rows{rows}": f"shard{rank}"}
+        hashes = {"w@whole": "whole", f"w@rows{rows}": f"shard{rank}"}
         run.checksum(0, 0, hashes, rank=rank, when=ChecksumWhen.AT_SAVE, checkpoint=ref)
     run.checkpoint(0)
     run.log.close()
     again = b.start(resume_from=0)
-    loaded = {"w": whole_after_load, "w@rows[0:8]": "all rows"}
+    loaded = {"w@whole": whole_after_load, "w@rows[0:8]": "all rows"}
     again.checksum(0, 0, loaded, when=ChecksumWhen.AFTER_LOAD, checkpoint=ref)
     again.train(1, [3, 4, 5])
     again.finish()
@@ -386,7 +386,7 @@ CASES = (
         "a resharded restore whose whole-tensor digest differs",
         "FT006",
         resharded_restore_differs,
-        (Expect(cell=0, text="1 tensor(s) hash differently [w]"),),
+        (Expect(cell=0, text="1 tensor(s) hash differently [w@whole]"),),
     ),
     Case(
         "a healed cell that differs from its source",

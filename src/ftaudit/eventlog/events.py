@@ -268,8 +268,16 @@ class CheckpointSaved(Event):
 
 SHARD_TAG = "@rows"
 """A checksum name ending in ``@rows[a:b]`` hashes a local shard (rows ``a .. b-1``) of a
-tensor sharded by rows (FSDP2); the untagged name is a digest of the whole tensor. A
-shard is compared only with the same shard: after a resharding, the digests compare."""
+tensor sharded by rows (FSDP2); an untagged name hashes a tensor the rank holds whole. A
+shard is compared only with the same shard: after a resharding, the ``@whole`` digests
+compare."""
+
+WHOLE_TAG = "@whole"
+"""A checksum name ending in ``@whole`` is a digest of the whole tensor that does not
+depend on the parallel layout (how its rows are split over ranks, or whether they are at
+all), logged at save, load and heal for every tensor, so a restore over another layout
+(another world size, FSDP saved and DDP resumed) compares. See
+``trainer_hooks/torch/dtensor.py`` for the digest."""
 
 
 class TrainerWeightChecksum(Event):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ftaudit.eventlog.events import WHOLE_TAG
 from ftaudit.trainer_hooks.torch import install_witnesses, state_hashes, tensor_hash
+from ftaudit.trainer_hooks.torch.checksums import whole_digest
+from ftaudit.trainer_hooks.torch.dtensor import lane_sums
 from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
@@ -62,3 +65,24 @@ def test_state_hashes_cover_params_buffers_witnesses_and_optimizer() -> None:
         twin.ftaudit_witness.chunk0.head.weight[3] = 1.0
     diff = {k for k, v in state_hashes(twin, twin_opt).items() if hashes[k] != v}
     assert diff == {"param/ftaudit_witness.chunk0.head.weight"}
+
+
+def test_save_load_and_heal_points_add_a_whole_tensor_digest_of_every_tensor() -> None:
+    """At a save, a load and a heal every tensor of a replica also gets ``@whole``: the
+    digest an FSDP2 shard group sums over its rows, so a restore compares across DDP and
+    FSDP; the bitwise hashes under the plain names stay what an after-step checksum logs."""
+    model = make_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    toks = tokens(2, 4)
+    lm_loss(model(toks), toks).backward()
+    optimizer.step()
+    plain = state_hashes(model, optimizer)
+    whole = state_hashes(model, optimizer, whole=True)
+    digests = {k.removesuffix(WHOLE_TAG): v for k, v in whole.items() if k.endswith(WHOLE_TAG)}
+    assert {k: v for k, v in whole.items() if not k.endswith(WHOLE_TAG)} == plain
+    assert digests.keys() == plain.keys()  # every value of this state is a tensor
+    weight = model.head.weight.detach()
+    rows = weight.shape[0] // 2  # two ranks' rows, summed as their all-reduce would
+    sums = (lane_sums(weight[:rows], 0) + lane_sums(weight[rows:], rows * weight.shape[1])).tolist()
+    assert digests["param/head.weight"] == whole_digest(weight, sums)
+    assert digests["param/head.weight"] != digests["optim/head.weight/exp_avg"]

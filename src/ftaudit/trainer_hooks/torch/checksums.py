@@ -15,7 +15,8 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from ftaudit.trainer_hooks.torch.dtensor import global_sums, row_shard, shard_name
+from ftaudit.eventlog.events import WHOLE_TAG
+from ftaudit.trainer_hooks.torch.dtensor import digestible, global_sums, row_shard, shard_name
 
 HASH_BYTES = 16
 """blake2b digest size: 128 bits, printed as 32 hex characters."""
@@ -61,21 +62,24 @@ def state_hashes(
     ``master/<name>`` and its state under the model parameter's name.
 
     A DTensor sharded by rows (FSDP2) is hashed as this rank's shard, under its name
-    tagged with the rows (``param/w@rows[0:21]``); with ``whole`` its untagged name also
-    gets a digest of the whole tensor that does not depend on the layout, for restores
-    across a resharding (a collective over the shard group: call it on every rank).
+    tagged with the rows (``param/w@rows[0:21]``). With ``whole`` (at save, load and
+    heal) every tensor, sharded or not, also gets ``<name>@whole``: a digest of the whole
+    tensor that does not depend on the layout, so a restore compares across a resharding
+    and between FSDP and DDP (a collective over each sharded tensor's group: call it on
+    every rank).
     """
     model = unwrap(model)
     hashes: dict[str, str] = {}
-    sharded: dict[str, DTensor] = {}
+    tensors: dict[str, torch.Tensor] = {}
 
     def put(key: str, value: object) -> None:
         if isinstance(value, DTensor):
             shard = row_shard(value)
             hashes[shard_name(key, shard)] = tensor_hash(shard.local)
-            sharded[key] = value
         else:
             hashes[key] = value_hash(value)
+        if whole and isinstance(value, torch.Tensor) and digestible(value):
+            tensors[key] = value  # other dtypes (complex) keep their plain or shard hash
 
     names: dict[int, str] = {}
     for name, param in model.named_parameters():
@@ -94,9 +98,8 @@ def state_hashes(
                 name = names.get(id(param), f"group{g}.param{i}")
                 for key, value in optimizer.state.get(param, {}).items():
                     put(f"optim/{name}/{key}", value)
-    if whole and sharded:
-        for key, sums in global_sums(sharded).items():
-            hashes[key] = whole_digest(sharded[key], sums)
+    for key, sums in global_sums(tensors).items():
+        hashes[key + WHOLE_TAG] = whole_digest(tensors[key], sums)
     return hashes
 
 

@@ -7,11 +7,13 @@ whole rows on one rank are supported (``Shard(0)`` and ``Replicate()``, as FSDP 
 use them); anything else is refused when the hooks attach, never mid-step.
 
 A checksum of a local shard depends on the layout (world size, mesh shape). For a
-restore across a resharding, :func:`global_digests` also gives each DTensor a digest of
-the whole tensor that does not depend on how it is split: the wrapping sum (mod 2^64,
-in two independent lanes) of a 64-bit mix of every element's global position and bits.
-Each rank sums its own elements; one all-reduce over the group the rows are split over
-adds the ranks' sums. Nothing is gathered, and the sum is the same for any split.
+restore across a resharding, :func:`global_sums` gives each tensor a digest of the whole
+tensor that does not depend on how it is split, or whether it is split at all (a plain
+tensor of a DDP replica digests like the same tensor sharded by FSDP): the wrapping sum
+(mod 2^64, in two independent lanes) of a 64-bit mix of every element's global position
+and bits. Each rank sums its own elements; one all-reduce over the group the rows are
+split over adds the ranks' sums. Nothing is gathered, and the sum is the same for any
+split.
 """
 
 from __future__ import annotations
@@ -81,9 +83,10 @@ def shard_name(name: str, shard: RowShard) -> str:
     return f"{name}{SHARD_TAG}[{shard.offset}:{shard.offset + rows}]"
 
 
-def global_sums(tensors: Mapping[str, DTensor]) -> dict[str, list[int]]:
-    """Per whole DTensor, its summed lanes (see :func:`lane_sums`), the same for any
-    layout; a collective over each tensor's shard group.
+def global_sums(tensors: Mapping[str, torch.Tensor]) -> dict[str, list[int]]:
+    """Per whole tensor (a DTensor, or a plain tensor held whole), its summed lanes (see
+    :func:`lane_sums`), the same for any layout; a collective over each DTensor's shard
+    group.
 
     Every rank of the group must call it with the same names, in the same order.
     """
@@ -118,12 +121,20 @@ def lane_sums(local: torch.Tensor, first: int) -> torch.Tensor:
     return out
 
 
+_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+"""Element size -> the integer dtype its bits are read through."""
+
+
+def digestible(tensor: torch.Tensor) -> bool:
+    """Whether :func:`lane_sums` can digest ``tensor``'s dtype (not complex, at most 64 bits)."""
+    return tensor.element_size() in _VIEWS and not tensor.is_complex()
+
+
 def _bits(flat: torch.Tensor) -> torch.Tensor:
     """The raw bits of each element as an int64 (so ``-0.0`` and ``0.0`` differ)."""
-    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(flat.element_size())
-    if view is None or flat.is_complex():
+    if not digestible(flat):
         raise UnsupportedShardingError(f"cannot digest a sharded tensor of dtype {flat.dtype}")
-    return flat.view(view).to(torch.int64)
+    return flat.view(_VIEWS[flat.element_size()]).to(torch.int64)
 
 
 def _i64(value: int) -> int:

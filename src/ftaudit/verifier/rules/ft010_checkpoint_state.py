@@ -60,6 +60,11 @@ LOADS_WITHOUT_SAVE = """
     ORDER BY l.incarnation, l.cell, l.rank"""
 """Loads with no save checksum of the same rank to compare with."""
 
+SAVING_RANKS = """
+    SELECT DISTINCT coalesce(source_role, '') AS role, source_rank AS rank
+    FROM events WHERE source_kind = 'trainer' AND incarnation = $1"""
+"""The trainer rank indices of an incarnation, in any cell: the layout that saved."""
+
 CHECKED = """
     SELECT count(*) AS n FROM _ft010_checksums WHERE "when" IN ('at_save', 'after_load')"""
 
@@ -75,7 +80,10 @@ class CheckpointState(Rule):
     comparison is where the defect stays visible. Comparable: every ``after_load``
     checksum of checkpoint c has an ``at_save`` checksum of c from the same rank index
     (any cell: when only one cell's rank 0 writes the file, every cell's rank 0 is
-    compared with it, see FT006); without one the load cannot be checked at all.
+    compared with it, see FT006); without one the load cannot be checked at all. A rank
+    index the saving incarnation did not have (a resume with more ranks per cell: FSDP
+    over a larger world, DDP resumed as FSDP) has no save of its own: FT006 compares its
+    cell as a whole, over whole-tensor digests.
 
     Fails::
 
@@ -122,6 +130,10 @@ class CheckpointState(Rule):
         rows = judged_rank_rows(
             ctx, LOADS_WITHOUT_SAVE, label="FT010 loads", in_window=False, loaded="run"
         )
+        saving: dict[int, set[tuple[str, int]]] = {}
+        for inc in {r["ckpt_incarnation"] for r in rows} - {None}:
+            found = ctx.rows(SAVING_RANKS, [inc], label="FT010 saving ranks")
+            saving[inc] = {(x["role"], x["rank"]) for x in found}
         return [
             self.violation(
                 f"{r.who} in incarnation {r.incarnation} loaded checkpoint "
@@ -133,6 +145,9 @@ class CheckpointState(Rule):
                 location=r.location(),
             )
             for r in rows
+            # a rank index that did not exist when the checkpoint was saved: another layout
+            if r["ckpt_incarnation"] is None
+            or (r.who.role, r.who.rank) in saving[r["ckpt_incarnation"]]
         ]
 
 

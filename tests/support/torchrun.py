@@ -1,0 +1,42 @@
+"""Launch a test script under torchrun (gloo processes on CPU) and return its output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 600
+"""Generous: a launch takes seconds on a quiet machine, and a torchrun launch outlived
+150 s at load 30 on a shared 2-core one."""
+
+
+def torchrun(script: Path, *args: str, nproc: int, max_restarts: int = 0) -> str:
+    """Run ``script ARGS`` on ``nproc`` local processes; its stdout and stderr together.
+
+    Fails the test (with the output's tail) when the launch fails or times out.
+    """
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "OMP_NUM_THREADS": "1",
+        # workers sharing the agent's TCPStore can read the previous round's gloo
+        # addresses after a restart and hang or fail to connect (pytorch#135712, #167288)
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
+        str(script), *args,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"torchrun timed out: {exc.stdout!r} {exc.stderr!r}"[-6000:]) from None
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"torchrun {args}: exit {proc.returncode}\n{output[-4000:]}"
+    return output
