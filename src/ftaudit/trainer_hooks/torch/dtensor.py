@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from ftaudit.errors import UnsupportedShardingError
 from ftaudit.eventlog.events import SHARD_TAG
 
-_CHUNK = 1 << 20  # elements mixed at a time: bounds the int64 temporaries
+_CHUNK = 1 << 16  # elements mixed at a time: int64 temporaries that stay in cache
 _SEEDS = (0x5851F42D4C957F2D, 0x14057B7EF767814F)
 _M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finaliser
 _K_POS = 0x9E3779B97F4A7C15
@@ -114,10 +114,11 @@ def lane_sums(local: torch.Tensor, first: int) -> torch.Tensor:
     out = torch.zeros(len(_SEEDS), dtype=torch.int64, device=flat.device)
     for start in range(0, bits.numel(), _CHUNK):
         part = bits[start : start + _CHUNK]
-        pos = torch.arange(part.numel(), dtype=torch.int64, device=part.device)
-        pos = pos + (first + start)
+        lo = first + start
+        base = torch.arange(lo, lo + part.numel(), dtype=torch.int64, device=part.device)
+        base.mul_(_i64(_K_POS)).add_(part * _i64(_M2))  # position and bits, once per chunk
         for lane, seed in enumerate(_SEEDS):
-            out[lane] += _mix(part * _i64(_M2) + pos * _i64(_K_POS) + _i64(seed)).sum()
+            out[lane] += _mix_(base + _i64(seed)).sum()
     return out
 
 
@@ -142,12 +143,13 @@ def _i64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _mix(z: torch.Tensor) -> torch.Tensor:
-    """splitmix64's finaliser on int64 (logical shifts emulated on the signed type)."""
-    z = (z ^ _shr(z, 30)) * _i64(_M1)
-    z = (z ^ _shr(z, 27)) * _i64(_M2)
-    return z ^ _shr(z, 31)
-
-
-def _shr(z: torch.Tensor, bits: int) -> torch.Tensor:
-    return (z >> bits) & ((1 << (64 - bits)) - 1)
+def _mix_(z: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finaliser on int64, in place (logical shifts emulated on the signed
+    type); in place because the digest runs over every tensor at a save or load."""
+    for shift, multiplier in ((30, _i64(_M1)), (27, _i64(_M2)), (31, None)):
+        shifted = z >> shift
+        shifted.bitwise_and_((1 << (64 - shift)) - 1)
+        z.bitwise_xor_(shifted)
+        if multiplier is not None:
+            z.mul_(multiplier)
+    return z
