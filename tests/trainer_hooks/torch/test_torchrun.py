@@ -90,7 +90,8 @@ def test_sigkill_and_restart_verifies(tmp_path: Path, strategy: str) -> None:
         witness = "param/ftaudit_witness.chunk0.head.weight"
         for when, keys in names:
             assert f"{witness}@rows[0:20]" in keys and f"{witness}@rows[20:40]" in keys
-            assert (witness in keys) == (when != "after_step"), when
+            assert (f"{witness}@whole" in keys) == (when != "after_step"), when
+            assert witness not in keys  # no rank holds the whole witness
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
