@@ -79,6 +79,10 @@ class UnknownRuleError(FtauditError, ValueError):
     """``select`` or ``skip`` named a rule that does not exist."""
 
 
+class KeyFileError(UnusableInputError):
+    """The HMAC key file cannot be read, or is empty (the message names the file, never the key)."""
+
+
 class SealError(UnusableInputError):
     """A seal cannot be read, or its signature cannot be checked or does not match."""
 

@@ -10,49 +10,18 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.eventlog import Metric, RunLog, Trainer
-from ftaudit.eventlog.segment import DIGEST_KEY, DIGEST_PLACEHOLDER, write_atomically
 from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import segments
+from tests.support.forge import patch_heads, rechain
+from tests.support.runs import write_run
 
 KEY = "correct horse battery staple"
-
-
-def _rechain(
-    folder: Path, edit: Callable[[int, pa.Table], pa.Table], renamed: dict[str, str]
-) -> None:
-    """Rewrite every segment of a writer through ``edit``, recomputing each digest and
-    chain link as a keyless forger can; adds ``{old digest: new digest}`` to ``renamed``
-    as it goes (a segment's records may name the heads of the segments before it)."""
-    prev = ""
-    for i, seg in enumerate(sorted(folder.glob("*.parquet"))):
-        meta = dict(pq.read_metadata(seg).metadata or {})
-        old = meta[DIGEST_KEY.encode()].decode()
-        meta[b"ftaudit.prev_digest"] = prev.encode()
-        meta[DIGEST_KEY.encode()] = DIGEST_PLACEHOLDER.encode()
-        tmp = seg.with_name("forged.parquet")
-        table = edit(i, pq.read_table(seg)).replace_schema_metadata(meta)
-        prev = renamed[old] = write_atomically(table, tmp, fsync=False)
-        tmp.replace(seg)
-
-
-def _substitute(value: object, renamed: dict[str, str]) -> object:
-    if isinstance(value, str):
-        return renamed.get(value, value)
-    if isinstance(value, list):
-        return [_substitute(v, renamed) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_substitute(v, renamed) for v in value)
-    if isinstance(value, dict):
-        return {k: _substitute(v, renamed) for k, v in value.items()}
-    return value
 
 
 def _forge_history(run: Path) -> None:
@@ -70,25 +39,8 @@ def _forge_history(run: Path) -> None:
     folders = sorted((run / "events").iterdir())
     trainer = next(p for p in folders if p.name.startswith("trainer"))
     renamed: dict[str, str] = {}
-    _rechain(trainer, edit_checksums, renamed)
-
-    def patch_records(_: int, table: pa.Table) -> pa.Table:
-        for col in HEAD_COLUMNS:
-            if col in table.column_names:
-                j = table.schema.get_field_index(col)
-                values = _substitute(table[col].to_pylist(), renamed)
-                field = table.schema.field(j)
-                table = table.set_column(j, field, pa.array(values, field.type))
-        return table
-
-    _rechain(next(p for p in folders if p.name.startswith("driver")), patch_records, renamed)
-
-
-HEAD_COLUMNS = (
-    "checkpoint_saved.chain_heads",
-    "checkpoint_saved.job_heads",
-    "run_finished.final_heads",
-)
+    rechain(trainer, edit_checksums, renamed)
+    rechain(next(p for p in folders if p.name.startswith("driver")), patch_heads(renamed), renamed)
 
 
 @pytest.fixture
@@ -140,10 +92,13 @@ def test_an_added_writer_fails_against_the_seal(ftaudit: Invoke, run: Path, tmp_
 
 
 def test_a_signed_seal_needs_its_key_and_refuses_edits(
-    ftaudit: Invoke, run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ftaudit: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
+    with monkeypatch.context() as env:  # the writers MAC with the key too (test_writer_macs)
+        env.setenv("FTAUDIT_HMAC_KEY_FILE", str(key_file))
+        run = write_run(tmp_path / "keyed")
     out = tmp_path / "seal.json"
     result = ftaudit("seal", run, "-o", out, "--key-file", key_file)
     check_exit(result, 0)

@@ -113,8 +113,9 @@ def verify(
         typer.Option(
             "--key-file",
             metavar="FILE",
-            help="The HMAC key of a signed seal (default: $FTAUDIT_HMAC_KEY_FILE or "
-            "$FTAUDIT_HMAC_KEY).",
+            help="The run's HMAC key: segments and checkpoint records must carry MACs made "
+            "with it, and a signed seal is checked with it (default: $FTAUDIT_HMAC_KEY_FILE "
+            "or $FTAUDIT_HMAC_KEY).",
         ),
     ] = None,
     version: Annotated[
@@ -135,7 +136,10 @@ def verify(
     from ftaudit.verifier.render import render
 
     select, skip = rule or None, tuple(skip_rule or ())
-    seal = guarded(lambda: _read_seal(manifest, key_file)) if manifest is not None else None
+    from ftaudit.eventlog.keys import load_key
+
+    key = guarded(lambda: load_key(key_file))
+    seal = guarded(lambda: _read_seal(manifest, key)) if manifest is not None else None
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
     term = Terminal.detect()
     with progress_display(term, phases=len(rules) + 1) as progress:
@@ -151,6 +155,7 @@ def verify(
                     require_finished=require_finished,
                     fallback_dirs=tuple(str(d) for d in fallback or ()),
                     seal=seal,
+                    mac_key=key,
                 ),
             )
         )
@@ -172,10 +177,10 @@ def verify(
     raise typer.Exit(exit_codes.OK if report.passed(strict=strict) else exit_codes.VIOLATIONS)
 
 
-def _read_seal(path: Path, key_file: Path | None):  # type: ignore[no-untyped-def]
-    from ftaudit.verifier.seal import load_key, read_seal
+def _read_seal(path: Path, key: bytes | None):  # type: ignore[no-untyped-def]
+    from ftaudit.verifier.seal import read_seal
 
-    return read_seal(path, load_key(key_file))
+    return read_seal(path, key)
 
 
 def build_app() -> typer.Typer:

@@ -128,6 +128,9 @@ class RunFinished(Event):
     type: Literal["run_finished"] = "run_finished"
     status: RunStatus = RunStatus.COMPLETED
     final_heads: dict[str, WriterHead] = {}
+    mac: str = ""
+    """HMAC-SHA256 of this record, set by a writer that holds the run's key ("" without one;
+    see ``eventlog/keys.py``)."""
 
 
 class WitnessAllocated(Event):
@@ -264,6 +267,9 @@ class CheckpointSaved(Event):
     job_heads: dict[str, WriterHead] = {}
     """The driver's checkpoint only: the head of every writer of the run (every process,
     every incarnation), read from the run directory when the checkpoint was recorded."""
+    mac: str = ""
+    """HMAC-SHA256 of this record, set by a writer that holds the run's key ("" without one;
+    see ``eventlog/keys.py``)."""
 
 
 SHARD_TAG = "@rows"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError, UnknownEventTypeError
@@ -112,11 +113,18 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
     return RunScan(listing.run_dir, segments, listing.torn)
 
 
-def _records_of(info: SegmentInfo, registry: EventRegistry) -> Iterator[Record]:
+def segment_records(
+    info: SegmentInfo,
+    registry: EventRegistry = default_registry,
+    types: frozenset[str] | None = None,
+) -> Iterator[Record]:
+    """The events of one checked segment as typed records (only ``types`` when given)."""
     try:
         table = pq.read_table(info.path)
     except UNREADABLE as exc:
         raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
+    if types is not None:
+        table = table.filter(pc.is_in(table.column("type"), pa.array(sorted(types), pa.string())))
     for row in table.to_pylist():
         event_type = registry.get(row["type"])
         if event_type is None:
@@ -141,6 +149,6 @@ def read_records(
 ) -> list[Record]:
     """Every event of a run as typed records, ordered by writer and sequence number."""
     scan = scan_run(run_dir)
-    records = [r for info in scan.segments for r in _records_of(info, registry)]
+    records = [r for info in scan.segments for r in segment_records(info, registry)]
     records.sort(key=lambda r: (r.envelope.writer, r.envelope.seq))
     return records

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from ftaudit.eventlog.arrow_schema import to_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
+from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, segment_mac
 from ftaudit.eventlog.record import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import EventRegistry
 from ftaudit.eventlog.rundir import TEMP_PREFIX
@@ -30,9 +31,11 @@ META_PREFIX = "ftaudit."
 
 
 DIGEST_KEY = f"{META_PREFIX}digest"
+MAC_KEY = f"{META_PREFIX}mac"
 DIGEST_PLACEHOLDER = "0" * 64
 """The footer value the digest is computed with: a file's digest is the SHA-256 of its bytes
-with its own digest value replaced by this (see :func:`file_digest`)."""
+with its own digest value (and its MAC, when it has one) replaced by this (see
+:func:`file_digest`)."""
 
 NO_VALUE = -1
 """Stands for None in the integer columns of a :class:`Batch` (steps are never negative)."""
@@ -88,6 +91,9 @@ class SegmentMeta:
     """The digest of the writer's previous segment ("" for its first): the hash chain."""
     dropped: int = 0
     """Events the writer dropped just before this segment (the disk failed for too long)."""
+    mac: str = ""
+    """HMAC-SHA256 of the digest with the run's key (``eventlog/keys.py``); "" when the
+    writer had no key."""
 
     def to_metadata(self) -> dict[bytes, bytes]:
         values = {
@@ -102,6 +108,8 @@ class SegmentMeta:
             "prev_digest": self.prev_digest,
             "dropped": str(self.dropped),
         }
+        if self.mac:
+            values["mac"] = self.mac
         return {(META_PREFIX + k).encode(): v.encode() for k, v in values.items()}
 
     @classmethod
@@ -120,6 +128,7 @@ class SegmentMeta:
             digest=meta.get(DIGEST_KEY, ""),
             prev_digest=meta.get(f"{META_PREFIX}prev_digest", ""),
             dropped=int(meta.get(f"{META_PREFIX}dropped", "0")),
+            mac=meta.get(MAC_KEY, ""),
         )
 
 
@@ -148,17 +157,24 @@ def build_table(
     registry: EventRegistry,
     prev_digest: str = "",
     dropped: int = 0,
+    key: bytes | None = None,
 ) -> tuple[pa.Table, SegmentMeta]:
     """Arrange a flush as one table: envelope columns, then the payload columns of each type.
 
     Rows are grouped by type (the ``seq`` column keeps the logging order), so each type's
-    payload is one dense block with nulls above and below it.
+    payload is one dense block with nulls above and below it. With a ``key``, the records
+    of :data:`~ftaudit.eventlog.keys.MAC_RECORD_TYPES` get their MAC, and the footer a MAC
+    placeholder that :func:`write_atomically` fills.
     """
     n = len(batch)
     type_names = np.array(list(map(attrgetter("type"), batch.events)), dtype=object)
     order = np.argsort(type_names, kind="stable")
     names = type_names[order].tolist()
     events_sorted = list(map(batch.events.__getitem__, order.tolist()))
+    if key is not None:
+        events_sorted = _with_record_macs(
+            events_sorted, order, key, run_id=run_id, writer=writer, first_seq=first_seq
+        )
     columns: list[pa.Array] = [
         pa.array(names, pa.string()),
         pa.array(np.frombuffer(batch.ts_us, dtype=np.int64)[order]).cast(
@@ -202,9 +218,23 @@ def build_table(
         types=tuple(types),
         prev_digest=prev_digest,
         dropped=dropped,
+        mac=DIGEST_PLACEHOLDER if key is not None else "",
     )
     schema = pa.schema(fields, metadata=meta.to_metadata())
     return pa.Table.from_arrays(columns, schema=schema), meta
+
+
+def _with_record_macs(
+    events: list[Event], order: np.ndarray, key: bytes, *, run_id: str, writer: str, first_seq: int
+) -> list[Event]:
+    """``events`` (in ``order``) with a MAC on each record that vouches for heads."""
+    out = list(events)
+    for i, event in enumerate(events):
+        if event.type in MAC_RECORD_TYPES:
+            seq = first_seq + int(order[i])
+            tag = record_mac(key, run_id=run_id, writer=writer, seq=seq, event=event)
+            out[i] = event.model_copy(update={"mac": tag})
+    return out
 
 
 def fsync_dir(path: Path) -> None:
@@ -215,8 +245,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _digest_at(data: bytes | bytearray | memoryview) -> int:
-    """Where the digest value sits in a segment's bytes (its footer); -1 when it is not there."""
+def _value_at(data: bytes | bytearray | memoryview, key: str) -> int:
+    """Where the 64-character value of footer ``key`` sits in a segment's bytes; -1 when it
+    is not there."""
     view = memoryview(data)
     if len(view) < 12 or bytes(view[-4:]) != b"PAR1":
         return -1
@@ -224,11 +255,11 @@ def _digest_at(data: bytes | bytearray | memoryview) -> int:
     start = len(view) - 8 - footer_len
     if start < 4:
         return -1
-    key = DIGEST_KEY.encode()
-    at = bytes(view[start:-8]).rfind(key)
+    name = key.encode()
+    at = bytes(view[start:-8]).rfind(name)
     if at < 0:
         return -1
-    at += start + len(key)
+    at += start + len(name)
     # thrift compact protocol: the value's field header and length byte, then the value
     if at + 2 + len(DIGEST_PLACEHOLDER) > len(view) - 8 or view[at + 1] != len(DIGEST_PLACEHOLDER):
         return -1
@@ -236,37 +267,45 @@ def _digest_at(data: bytes | bytearray | memoryview) -> int:
 
 
 def file_digest(data: bytes | bytearray | memoryview) -> str | None:
-    """SHA-256 of a segment's bytes with its own digest value zeroed; None without a digest.
+    """SHA-256 of a segment's bytes with its own digest value (and MAC) zeroed; None without
+    a digest.
 
     The digest covers every byte of the file (data pages, footer, every other metadata
-    value), so any change to a sealed segment, a single bit included, changes it.
+    value), so any change to a sealed segment, a single bit included, changes it. The MAC,
+    made from the digest, is the one value it cannot cover.
     """
-    at = _digest_at(data)
+    at = _value_at(data, DIGEST_KEY)
     if at < 0:
         return None
+    slots = sorted({at, _value_at(data, MAC_KEY)} - {-1})
     view = memoryview(data)
-    h = hashlib.sha256(view[:at])
-    h.update(DIGEST_PLACEHOLDER.encode())
-    h.update(view[at + len(DIGEST_PLACEHOLDER) :])
+    h = hashlib.sha256()
+    done = 0
+    for slot in slots:
+        h.update(view[done:slot])
+        h.update(DIGEST_PLACEHOLDER.encode())
+        done = slot + len(DIGEST_PLACEHOLDER)
+    h.update(view[done:])
     return h.hexdigest()
 
 
 def stored_digest(data: bytes | bytearray | memoryview) -> str | None:
     """The digest value written in a segment's footer, read from the raw bytes."""
-    at = _digest_at(data)
+    at = _value_at(data, DIGEST_KEY)
     if at < 0:
         return None
     return bytes(data[at : at + len(DIGEST_PLACEHOLDER)]).decode("ascii", "replace")
 
 
-def write_atomically(table: pa.Table, final: Path, *, fsync: bool) -> str:
+def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | None = None) -> str:
     """Write ``table`` so that ``final`` is either absent or complete, never half-written.
 
     Temp file in the same directory, fsync, rename, fsync of the directory. With
     ``fsync=False`` the rename still hides partial files from readers, but a machine
     crash (not a process crash) may lose recent segments. The file is built in memory
-    first, so its digest (see :func:`file_digest`) can be patched into its footer; a
-    failed write removes its temp file. Returns the digest.
+    first, so its digest (see :func:`file_digest`) and, with a ``key``, the MAC of that
+    digest can be patched into its footer; a failed write removes its temp file. Returns
+    the digest.
     """
     sink = pa.BufferOutputStream()
     pq.write_table(
@@ -277,11 +316,16 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool) -> str:
         write_statistics=["seq", "step", "attempt", "type"],
     )
     data = bytearray(sink.getvalue().to_pybytes())
-    at = _digest_at(data)
+    at = _value_at(data, DIGEST_KEY)
     digest = file_digest(data)
     if at < 0 or digest is None:
         raise RuntimeError("segment footer lacks the digest placeholder")
     data[at : at + len(digest)] = digest.encode()
+    if key is not None:
+        mac_at = _value_at(data, MAC_KEY)
+        if mac_at < 0:
+            raise RuntimeError("segment footer lacks the MAC placeholder")
+        data[mac_at : mac_at + len(digest)] = segment_mac(key, digest).encode()
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f"{TEMP_PREFIX}{final.name}.{os.getpid()}.tmp")
     try:

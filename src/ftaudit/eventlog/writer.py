@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from ftaudit.eventlog.context import current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
 from ftaudit.eventlog.identity import Identity
+from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import segment_path
 from ftaudit.eventlog.segment import (
@@ -65,6 +66,10 @@ class WriterOptions:
     """Where a writer that lost events leaves its last-chance record at close (default:
     ``$FTAUDIT_FALLBACK_DIR``, else ``<temp dir>/ftaudit-fallback``; see
     :mod:`ftaudit.eventlog.fallback`)."""
+    mac_key: bytes | None = field(default=None, repr=False)
+    """The run's HMAC key: the writer MACs every segment digest and checkpoint record with it
+    (default: ``$FTAUDIT_HMAC_KEY_FILE``, else ``$FTAUDIT_HMAC_KEY``, else no MAC; see
+    :mod:`ftaudit.eventlog.keys`). Never shown in a repr or a log."""
 
 
 def new_writer_id(source: Identity, incarnation: int) -> str:
@@ -92,6 +97,7 @@ class EventWriter:
         self.options = options or WriterOptions()
         self.registry = registry
         self.writer_id = new_writer_id(source, incarnation)
+        self._key = self.options.mac_key if self.options.mac_key is not None else load_key()
         self.stats = WriterStats()
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
@@ -258,9 +264,13 @@ class EventWriter:
                 registry=self.registry,
                 prev_digest=self._head[1],
                 dropped=self._dropped_pending,
+                key=self._key,
             )
             digest = write_atomically(
-                table, segment_path(self.run_dir, self.writer_id, first), fsync=self.options.fsync
+                table,
+                segment_path(self.run_dir, self.writer_id, first),
+                fsync=self.options.fsync,
+                key=self._key,
             )
         except Exception as exc:
             self.stats.write_errors += 1

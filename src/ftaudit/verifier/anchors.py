@@ -7,7 +7,7 @@ verifier expects: that the run finished, and the evidence kept outside the run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +27,10 @@ class Anchors:
     seal: Seal | None = None
     """A seal kept outside the run (``--manifest``), its signature already checked: the
     run must still reach every head it names, and have no writer it does not name."""
+    mac_key: bytes | None = field(default=None, repr=False)
+    """The run's HMAC key (``$FTAUDIT_HMAC_KEY_FILE``, ``$FTAUDIT_HMAC_KEY`` or
+    ``--key-file``): every segment and checkpoint record must then carry a MAC made with it.
+    Without it, MACs are not checked (a run whose segments carry some gets a warning)."""
 
 
 NO_ANCHORS = Anchors()

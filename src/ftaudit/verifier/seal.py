@@ -15,7 +15,6 @@ someone without the key is refused. The key is never written, logged or shown.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os
@@ -29,13 +28,10 @@ from ftaudit.errors import (
 )
 from ftaudit.eventlog.events import WriterHead
 from ftaudit.eventlog.heads import disk_heads
+from ftaudit.eventlog.keys import KEY_ENV, KEY_FILE_ENV, load_key, mac
 from ftaudit.eventlog.reader import scan_run
 from ftaudit.eventlog.run import read_run_id
 
-KEY_ENV = "FTAUDIT_HMAC_KEY"
-"""The HMAC key itself (its UTF-8 bytes)."""
-KEY_FILE_ENV = "FTAUDIT_HMAC_KEY_FILE"
-"""A file holding the HMAC key (its bytes, a trailing newline removed)."""
 FORMAT_VERSION = 1
 
 
@@ -58,27 +54,6 @@ class Seal(BaseModel):
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
-def load_key(key_file: str | os.PathLike[str] | None = None) -> bytes | None:
-    """The HMAC key: from ``key_file``, else ``$FTAUDIT_HMAC_KEY_FILE``, else
-    ``$FTAUDIT_HMAC_KEY``; None when none is set. Raises :class:`SealError` for an
-    unreadable or empty key file (naming the file, never the key)."""
-    path = key_file or os.environ.get(KEY_FILE_ENV)
-    if path:
-        try:
-            key = Path(path).read_bytes().rstrip(b"\r\n")
-        except OSError as exc:
-            raise SealError(f"{path}: cannot read the key file ({exc.strerror or exc})") from None
-        if not key:
-            raise SealError(f"{path}: the key file is empty")
-        return key
-    value = os.environ.get(KEY_ENV)
-    return value.encode() if value else None
-
-
-def _mac(key: bytes, payload: bytes) -> str:
-    return hmac.new(key, payload, hashlib.sha256).hexdigest()
-
-
 def seal_run(run_dir: str | os.PathLike[str], key: bytes | None) -> Seal:
     """Seal the run as it is now: every writer's head, checked segments, signed with ``key``."""
     scan = scan_run(run_dir)  # every segment must be a readable ftaudit segment
@@ -91,7 +66,7 @@ def seal_run(run_dir: str | os.PathLike[str], key: bytes | None) -> Seal:
     )
     if key is None:
         return sealed
-    return sealed.model_copy(update={"mac": _mac(key, sealed.payload())})
+    return sealed.model_copy(update={"mac": mac(key, sealed.payload())})
 
 
 def write_seal(seal: Seal, path: str | os.PathLike[str]) -> None:
@@ -125,7 +100,7 @@ def read_seal(path: str | os.PathLike[str], key: bytes | None) -> Seal:
                 f"{path}: the seal is signed; give its key ({KEY_ENV}, {KEY_FILE_ENV} or "
                 "--key-file) to check it"
             )
-        if not hmac.compare_digest(seal.mac, _mac(key, seal.payload())):
+        if not hmac.compare_digest(seal.mac, mac(key, seal.payload())):
             raise SealError(
                 f"{path}: the seal's signature does not match: it was edited after sealing, "
                 "or the key is not the one it was signed with"

@@ -10,12 +10,14 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import RunFileError
 from ftaudit.eventlog.fallback import fallback_dir, read_last_chance
+from ftaudit.eventlog.keys import KEY_ENV, KEY_FILE_ENV
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo
 from ftaudit.eventlog.rundir import RUN_FILE, claimed_incarnations, read_run_id
 from ftaudit.eventlog.segment import file_digest
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.heads import RecordedHead, recorded_heads
+from ftaudit.verifier.macs import record_problems, segment_problems, unkeyed_macs
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
 
 RESUMES = """
@@ -79,6 +81,9 @@ class LogIntegrity(Rule):
         "unfinished": "--require-finished: the last incarnation logged no run_finished",
         "unvouched_tail": "--require-finished: a writer's events past every recorded head",
         "seal_mismatch": "--manifest: the seal is of another run, or misses a writer",
+        "missing_mac": "a key was given, but a segment or checkpoint record carries no MAC",
+        "bad_mac": "a segment's or checkpoint record's MAC does not match the key: forged",
+        "unchecked_mac": "segments carry MACs, but no key was given to check them",
         "events_lost": "a writer's last-chance record reports events it could never write",
         "bad_run_file": "run.json is missing, invalid, or names another run than the segments",
         "duplicate_start": "an incarnation logged more than one start",
@@ -99,6 +104,7 @@ class LogIntegrity(Rule):
             *self._run_file(ctx, segments),
             *(self._finished(ctx, segments, heads) if ctx.anchors.require_finished else ()),
             *self._sealed(ctx, segments),
+            *self._macs(ctx, segments),
             *self._lost(ctx, segments),
             *self._resumes(ctx),
         ]
@@ -457,6 +463,52 @@ class LogIntegrity(Rule):
                         ),
                     )
                 )
+        return out
+
+    def _macs(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:
+        """Given the key: every segment and checkpoint record carries a MAC made with it."""
+        key = ctx.anchors.mac_key
+        if key is None:
+            count = unkeyed_macs(segments)
+            if not count:
+                return []
+            return [
+                self.violation(
+                    f"{count} segment(s) carry MACs, but no key was given ({KEY_ENV}, "
+                    f"{KEY_FILE_ENV} or --key-file): they were not checked, so a forger who "
+                    "recomputed the digests would go unseen",
+                    kind="unchecked_mac",
+                    severity=Severity.WARNING,
+                )
+            ]
+        problems = [
+            *segment_problems(segments, key),
+            *record_problems(segments, key),
+        ]
+        out = []
+        for p in problems:
+            if p.kind == "missing_mac":
+                why = (
+                    "carries no MAC, but a key was given: it was written without the key, "
+                    "or its MAC was stripped"
+                )
+            else:
+                why = (
+                    "has a MAC that does not match the key: it was rewritten (edited, "
+                    "re-digested, swapped or moved) by someone without the key, or the key is "
+                    "not the run's"
+                )
+            out.append(
+                self.violation(
+                    f"{p.what} {why}",
+                    kind=p.kind,
+                    location=Location(
+                        incarnation=p.segment.meta.incarnation,
+                        writer=p.segment.meta.writer,
+                        segment=str(p.segment.path),
+                    ),
+                )
+            )
         return out
 
     def _run_file(self, ctx: RunContext, segments: tuple[SegmentInfo, ...]) -> list[Violation]:

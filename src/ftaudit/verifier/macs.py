@@ -1,0 +1,68 @@
+"""Checking the MACs a keyed run's writers made (``eventlog/keys.py``).
+
+Given the run's key, every segment must carry ``ftaudit.mac`` = HMAC(key, its digest),
+and every checkpoint and ``run_finished`` record its ``mac`` = HMAC(key, the record bound
+to its run, writer and sequence number). A forger without the key who edits a history and
+recomputes the digests, the chain and the checkpoint records cannot make these: the
+MACs of what they rewrote no longer match. Without a key nothing here is checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, same, segment_mac
+from ftaudit.eventlog.reader import SegmentInfo, segment_records
+
+
+@dataclass(frozen=True)
+class MacProblem:
+    """One missing or wrong MAC."""
+
+    kind: str
+    """``missing_mac`` or ``bad_mac``."""
+    what: str
+    """The segment or record, in words (it names the file)."""
+    segment: SegmentInfo
+    seq: int | None = None
+
+
+def segment_problems(segments: tuple[SegmentInfo, ...], key: bytes) -> Iterator[MacProblem]:
+    """Segments whose footer MAC is missing or does not match their digest."""
+    for info in segments:
+        what = f"segment {info.path} of writer {info.meta.writer}"
+        if not info.meta.mac:
+            yield MacProblem("missing_mac", what, info)
+        elif not info.meta.digest or not same(info.meta.mac, segment_mac(key, info.meta.digest)):
+            yield MacProblem("bad_mac", what, info)
+
+
+def record_problems(segments: tuple[SegmentInfo, ...], key: bytes) -> Iterator[MacProblem]:
+    """Checkpoint and ``run_finished`` records whose MAC is missing or wrong."""
+    for info in segments:
+        if not MAC_RECORD_TYPES.intersection(info.meta.types):
+            continue
+        for record in segment_records(info, types=MAC_RECORD_TYPES):
+            env, event = record.envelope, record.event
+            label = (
+                f"checkpoint {event.iteration} record"  # type: ignore[attr-defined]
+                if event.type == "checkpoint_saved"
+                else "run_finished record"
+            )
+            what = f"the {label} (writer {env.writer}, seq {env.seq}) in {info.path}"
+            tag = event.mac  # type: ignore[attr-defined]
+            if not tag:
+                yield MacProblem("missing_mac", what, info, env.seq)
+                continue
+            want = record_mac(key, run_id=env.run_id, writer=env.writer, seq=env.seq, event=event)
+            if not same(tag, want):
+                yield MacProblem("bad_mac", what, info, env.seq)
+
+
+def unkeyed_macs(segments: tuple[SegmentInfo, ...]) -> int:
+    """How many segments carry a MAC (checked only when the key is given)."""
+    return sum(1 for info in segments if info.meta.mac)
+
+
+__all__ = ["MacProblem", "record_problems", "segment_problems", "unkeyed_macs"]
