@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -12,12 +12,16 @@ from ftaudit.cli import exit_codes
 from ftaudit.cli.terminal import (
     DEFAULT_WIDTH,
     Terminal,
+    abort,
     emit,
     guarded,
     run_app,
     say,
     version_option,
 )
+
+if TYPE_CHECKING:
+    from ftaudit.verifier.findings import Report
 
 
 class ReportFormat(StrEnum):
@@ -73,6 +77,24 @@ def verify(
             "reads only the segments those steps need.",
         ),
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Follow a live run: judge its steps as they settle (provisional, on "
+            "stderr) and print the final report once it finished; the run directory may "
+            "not exist yet. Ctrl-C stops it (exit 130).",
+        ),
+    ] = False,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval",
+            metavar="SECONDS",
+            min=0.01,
+            help="With --follow: how long to wait between two looks at the run.",
+        ),
+    ] = 1.0,
     data_manifest: Annotated[
         list[Path] | None,
         typer.Option(
@@ -133,7 +155,6 @@ def verify(
     from ftaudit.verifier import select_rules
     from ftaudit.verifier import verify as run_verify
     from ftaudit.verifier.anchors import Anchors
-    from ftaudit.verifier.render import render
 
     select, skip = rule or None, tuple(skip_rule or ())
     from ftaudit.eventlog.keys import load_key
@@ -141,7 +162,29 @@ def verify(
     key = guarded(lambda: load_key(key_file))
     seal = guarded(lambda: _read_seal(manifest, key)) if manifest is not None else None
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
+    anchors = Anchors(
+        require_finished=require_finished,
+        fallback_dirs=tuple(str(d) for d in fallback or ()),
+        seal=seal,
+        mac_key=key,
+    )
     term = Terminal.detect()
+    if follow:
+        if since_step is not None:
+            abort("--follow and --since-step do not go together", exit_codes.UNUSABLE)
+        from ftaudit.cli.follow import follow as follow_run
+
+        report = guarded(
+            lambda: follow_run(
+                run_dir,
+                interval=interval,
+                select=select,
+                skip=skip,
+                data_manifests=tuple(data_manifest or ()),
+                anchors=anchors,
+            )
+        )
+        _finish(report, fmt, output, strict, term)
     with progress_display(term, phases=len(rules) + 1) as progress:
         report = guarded(
             lambda: run_verify(
@@ -151,14 +194,17 @@ def verify(
                 progress=progress,
                 since_step=since_step,
                 data_manifests=tuple(data_manifest or ()),
-                anchors=Anchors(
-                    require_finished=require_finished,
-                    fallback_dirs=tuple(str(d) for d in fallback or ()),
-                    seal=seal,
-                    mac_key=key,
-                ),
+                anchors=anchors,
             )
         )
+    _finish(report, fmt, output, strict, term)
+
+
+def _finish(
+    report: Report, fmt: ReportFormat, output: Path | None, strict: bool, term: Terminal
+) -> NoReturn:
+    """Print the report (stdout or ``output``) and exit with the verdict's code."""
+    from ftaudit.verifier.render import render
 
     to_terminal = output is None and fmt is ReportFormat.TEXT
     text = render(

@@ -24,6 +24,7 @@ import hashlib
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -565,8 +566,17 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthResult:
-    """Write the run ``config`` describes into ``run_dir`` (which must not hold a run)."""
+def synthesize(
+    run_dir: str | os.PathLike[str],
+    config: SynthConfig,
+    *,
+    after_step: Callable[[int], None] | None = None,
+) -> SynthResult:
+    """Write the run ``config`` describes into ``run_dir`` (which must not hold a run).
+
+    ``after_step(step)`` is called after each step's events were logged (and flushed, when
+    the step ends a flush interval): a follower of the live run can poll it there.
+    """
     config.check()
     root = Path(run_dir)
     if is_run(root):
@@ -599,6 +609,8 @@ def synthesize(run_dir: str | os.PathLike[str], config: SynthConfig) -> SynthRes
         elif since_flush >= config.flush_every:
             inc.log.flush()
             since_flush = 0
+        if after_step is not None:
+            after_step(step)
         if step in crashes:
             resume_at = crashes.pop(step)
             inc.log.close()  # the job dies: what it flushed stays, it logs no finish

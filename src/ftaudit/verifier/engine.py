@@ -73,7 +73,7 @@ def verify(
     if isinstance(run, Session):
         if since_step:
             raise UsageError("since_step needs a run directory, not an opened session")
-        return _check(run, rules, None, progress, data_manifests, anchors)
+        return check_session(run, rules, None, progress, data_manifests, anchors)
     run_dir = run
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
@@ -89,11 +89,11 @@ def verify(
     else:
         opened = Session.open(run_dir)
     with opened as session:
-        report = _check(session, rules, window, progress, data_manifests, anchors)
+        report = check_session(session, rules, window, progress, data_manifests, anchors)
     return Report(run_dir=os.fspath(run_dir), results=report.results)
 
 
-def _check(
+def check_session(
     session: Session,
     rules: list[Rule],
     window: IncrementalScope | None,

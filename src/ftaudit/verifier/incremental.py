@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import int64_scalar, string_scalar
 from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, check_segment
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.rundir import SegmentFile, list_segments
+from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.verifier.ring import keep_size
 
 _ALLOC = default_registry["witness_allocated"]
@@ -64,11 +64,57 @@ class IncrementalScope:
 
 
 @dataclass
+class FooterCache:
+    """Footers already read, by path, kept across calls by a long-lived reader.
+
+    A sealed segment never changes (a flush writes a temp file and renames it), so a
+    follower of a live run reads each footer once, not once per poll. What a cache
+    cannot see (a segment rewritten in place) the final, uncached verification reads.
+    """
+
+    metadata: dict[Path, pq.FileMetaData] = field(default_factory=dict)
+    infos: dict[Path, SegmentInfo] = field(default_factory=dict)
+    max_steps: dict[Path, int | None] = field(default_factory=dict)
+
+    def md(self, path: Path) -> pq.FileMetaData:
+        """The Parquet footer of ``path``."""
+        md = self.metadata.get(path)
+        if md is None:
+            try:
+                md = self.metadata[path] = pq.read_metadata(path)
+            except UNREADABLE as exc:
+                reason = f"not a readable Parquet file ({exc})"
+                raise CorruptSegmentError(path, reason) from None
+        return md
+
+    def info(self, listed: SegmentFile) -> SegmentInfo:
+        """The checked footer of ``listed`` (read on first use)."""
+        found = self.infos.get(listed.path)
+        if found is None:
+            found = self.infos[listed.path] = check_segment(listed)
+        return found
+
+    def max_step(self, path: Path) -> int | None:
+        """The largest step in the file (footer statistics), None when it holds no step."""
+        if path in self.max_steps:
+            return self.max_steps[path]
+        md = self.md(path)
+        index = md.schema.to_arrow_schema().get_field_index("step")
+        best: int | None = None
+        for rg in range(md.num_row_groups):
+            stats = md.row_group(rg).column(index).statistics
+            if stats is not None and stats.has_min_max:
+                best = stats.max if best is None else max(best, stats.max)
+        self.max_steps[path] = best
+        return best
+
+
+@dataclass
 class _File:
     """A listed segment whose footer is read at most once, when first needed."""
 
     listed: SegmentFile
-    _md: pq.FileMetaData | None = None
+    cache: FooterCache
 
     @property
     def path(self) -> Path:
@@ -80,24 +126,10 @@ class _File:
 
     @property
     def md(self) -> pq.FileMetaData:
-        if self._md is None:
-            try:
-                self._md = pq.read_metadata(self.path)
-            except UNREADABLE as exc:
-                reason = f"not a readable Parquet file ({exc})"
-                raise CorruptSegmentError(self.path, reason) from None
-        return self._md
+        return self.cache.md(self.path)
 
     def max_step(self) -> int | None:
-        """The largest step in the file (footer statistics), None when it holds no step."""
-        md = self.md
-        index = md.schema.to_arrow_schema().get_field_index("step")
-        best: int | None = None
-        for rg in range(md.num_row_groups):
-            stats = md.row_group(rg).column(index).statistics
-            if stats is not None and stats.has_min_max:
-                best = stats.max if best is None else max(best, stats.max)
-        return best
+        return self.cache.max_step(self.path)
 
 
 def _suffix(files: list[_File], lookback: int) -> int:
@@ -182,10 +214,21 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     return max(lookback - 1, 0)
 
 
-def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, IncrementalScope]:
-    """The segments an incremental verification of steps ``>= since`` must read."""
-    listing = list_segments(run_dir)
-    writers = {w: [_File(f) for f in files] for w, files in listing.writers.items()}
+def select(
+    run_dir: str | os.PathLike[str],
+    since: int,
+    *,
+    listing: SegmentListing | None = None,
+    cache: FooterCache | None = None,
+) -> tuple[RunScan, IncrementalScope]:
+    """The segments an incremental verification of steps ``>= since`` must read.
+
+    A follower passes the ``listing`` it just made and the ``cache`` of footers it read
+    before, so that a poll reads only the new segments' footers.
+    """
+    listing = listing if listing is not None else list_segments(run_dir)
+    cache = cache if cache is not None else FooterCache()
+    writers = {w: [_File(f, cache) for f in files] for w, files in listing.writers.items()}
     drivers = {w: f for w, f in writers.items() if w.startswith("driver.")}
     lookback = _lookback(drivers, since)
     chosen: list[SegmentInfo] = []
@@ -197,11 +240,11 @@ def select(run_dir: str | os.PathLike[str], since: int) -> tuple[RunScan, Increm
         last_seq[writer] = last.first_seq + last.md.num_rows - 1
         i = _suffix(files, lookback)
         if writer in drivers and i > 0:
-            chosen.append(check_segment(files[0].listed))
+            chosen.append(cache.info(files[0].listed))
             heads.add(str(files[0].path))
         if i < len(files):
             first_seq[writer] = files[i].first_seq
-        chosen += [check_segment(f.listed) for f in files[i:]]
+        chosen += [cache.info(f.listed) for f in files[i:]]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
     window = IncrementalScope(since, lookback, first_seq, last_seq, frozenset(heads), total)

@@ -1,0 +1,65 @@
+"""``ft-verify --follow RUN_DIR``: judge a live run as its steps settle, until it finishes.
+
+Talk on stderr: one line per poll that judged steps (provisional) and one per new
+violation. Data on stdout: the final report, once the run's last incarnation logged
+``run_finished``, in the chosen format; the exit code is then ``ft-verify``'s (0/1).
+A run directory that does not exist yet is waited for. Ctrl-C stops the follower with
+the provisional verdict on stderr and exit 130 (the verdict was never final).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ftaudit.cli.terminal import say
+from ftaudit.verifier.anchors import Anchors
+from ftaudit.verifier.findings import Report
+from ftaudit.verifier.online import OnlineVerifier, Poll
+
+
+def follow(
+    run_dir: Path,
+    *,
+    interval: float,
+    select: list[str] | None,
+    skip: tuple[str, ...],
+    data_manifests: tuple[Path, ...],
+    anchors: Anchors,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Report:
+    """Poll ``run_dir`` every ``interval`` seconds; return the final report."""
+    from ftaudit.verifier.render.describe import location_text
+
+    online = OnlineVerifier(
+        run_dir, select=select, skip=skip, data_manifests=data_manifests, anchors=anchors
+    )
+    say(f"ft-verify: following {run_dir} (every {interval:g} s; Ctrl-C stops)")
+    try:
+        while True:
+            poll = online.poll()
+            _tell(poll, online, location_text)
+            if poll.final is not None:
+                return poll.final
+            sleep(interval)
+    except KeyboardInterrupt:
+        through = online.judged_through
+        judged = f"steps 0-{through}" if through >= 0 else "no step"
+        found = len(online.violations)
+        verdict = f"{found} violation(s)" if found else "no violation"
+        say(f"ft-verify: stopped before the run finished; {judged} judged: {verdict}")
+        raise
+
+
+def _tell(poll: Poll, online: OnlineVerifier, location_text: Callable[..., str]) -> None:
+    if poll.judged is not None:
+        first, last = poll.judged
+        steps = f"step {first}" if first == last else f"steps {first}-{last}"
+        verdict = f"{len(poll.violations)} new violation(s)" if poll.violations else "ok"
+        say(f"ft-verify: {steps} judged (provisional, {poll.segments_read} segments): {verdict}")
+    elif poll.final is not None:
+        say("ft-verify: the run finished; final verdict from the whole log")
+    for v in poll.violations:
+        where = location_text(v.location)
+        say(f"  {v.code} {v.severity.value}{' ' + where if where else ''}: {v.message}")

@@ -1,0 +1,232 @@
+"""Online verification: a live run's steps judged as they settle, final once it finished.
+
+A long-lived :class:`OnlineVerifier` follows one run directory (``ft-verify --follow``,
+or a driver or side process calling :meth:`OnlineVerifier.poll` as steps commit). Each
+poll lists the run, reads the footers of the segments sealed since the last poll (a
+:class:`~ftaudit.verifier.incremental.FooterCache` keeps the others), and judges the
+steps that settled since, with the incremental verification of ``ft-verify --since-step``
+(:mod:`ftaudit.verifier.incremental`): the same rules, the same messages, only the
+segments those steps need.
+
+**Settled.** A writer's steps only grow, so once a writer has sealed an event at step
+``S`` every event it will log at steps ``< S`` is on disk. Step ``K`` of the newest
+incarnation is settled when every writer of that incarnation has sealed an event at a
+step ``> K`` (older incarnations' writers are finished: what they sealed is all there
+is). A writer that has sealed nothing yet is not waited for: until its first flush, its
+steps may read as missing (see ``docs/verifier.md``, online verification).
+
+**Provisional, then final.** A verdict on a settled step is provisional: a later crash
+may abandon the step (the resumed incarnation re-runs it, and the poll judges the re-run
+again), and only the whole log shows a truncated tail. When the newest incarnation's
+driver has sealed ``run_finished``, the poll runs the offline verification of the whole
+run, uncached: that report is the final verdict, identical to ``ft-verify RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ftaudit.eventlog.arrays import string_scalar
+from ftaudit.eventlog.reader import RunScan, SegmentInfo
+from ftaudit.eventlog.registry import default_registry
+from ftaudit.eventlog.rundir import SegmentListing, list_segments
+from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
+from ftaudit.verifier.engine import check_session, select_rules, verify
+from ftaudit.verifier.findings import Report, Violation
+from ftaudit.verifier.incremental import FooterCache, IncrementalScope, select
+from ftaudit.verifier.session import Session
+
+_RESUMED_FROM = default_registry["run_started"].column("resumed_from")
+_DRIVER_PREFIX = "driver."
+
+
+def violation_key(v: Violation) -> tuple[object, ...]:
+    """What makes two polls' reports the same finding: the rule, what broke, and where.
+
+    Not the message: a finding about a whole incarnation (ids it re-issued) names more
+    ids as more of the incarnation is judged; it is reported once, when first seen, and
+    the final report has its last word.
+    """
+    loc = v.location
+    return (
+        v.code,
+        v.kind,
+        loc.step,
+        loc.attempt,
+        loc.incarnation,
+        loc.cell,
+        loc.rank,
+        loc.instance,
+        loc.writer,
+    )
+
+
+@dataclass(frozen=True)
+class Poll:
+    """What one poll judged: the steps, the violations new to this poll, the final report."""
+
+    judged: tuple[int, int] | None
+    """The first and last step this poll judged (None: no step settled since)."""
+    violations: tuple[Violation, ...]
+    """Violations no earlier poll reported (provisional until :attr:`final`)."""
+    final: Report | None
+    """The offline verification of the whole run, once its last incarnation finished."""
+    segments_read: int = 0
+    """How many segments this poll loaded (0 when it judged nothing)."""
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None
+
+
+@dataclass
+class _Frontier:
+    """What the footers say about the run's progress."""
+
+    incarnation: int
+    finished: bool
+    settled: int
+    """The last settled step of the newest incarnation (-1: none)."""
+
+
+@dataclass
+class OnlineVerifier:
+    """Follows one run: :meth:`poll` judges the steps settled since the previous poll."""
+
+    run_dir: Path
+    select: Sequence[str] | None = None
+    skip: Sequence[str] = ()
+    data_manifests: Sequence[str | os.PathLike[str]] = ()
+    anchors: Anchors = NO_ANCHORS
+    judged_through: int = -1
+    """The last step judged so far (-1: none)."""
+    violations: list[Violation] = field(default_factory=list)
+    """Every violation reported so far, provisional ones included, in order of discovery."""
+    final: Report | None = None
+    _cache: FooterCache = field(default_factory=FooterCache)
+    _seen: set[tuple[object, ...]] = field(default_factory=set)
+    _incarnation: int = -1
+    _next: int = 0
+    """The first step not judged yet (a resumed incarnation moves it back)."""
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        select_rules(self.select, self.skip)  # a bad rule name fails before the run exists
+
+    def poll(self) -> Poll:
+        """Judge what settled since the last poll; raises ``UnusableInputError`` as
+        ``ft-verify`` does (a corrupt segment, a foreign file)."""
+        if self.final is not None:
+            return Poll(None, (), self.final)
+        listing = list_segments(self.run_dir, allow_empty=True)
+        if not listing.writers:
+            return Poll(None, (), None)
+        infos = [self._cache.info(f) for f in listing.files]
+        frontier = self._frontier(infos, self._cache)
+        if frontier.finished:
+            self.final = verify(
+                self.run_dir,
+                select=self.select,
+                skip=self.skip,
+                data_manifests=self.data_manifests,
+                anchors=self.anchors,
+            )
+            fresh = self._fresh(v for r in self.final.results for v in r.violations)
+            return Poll(None, fresh, self.final)
+        if frontier.incarnation != self._incarnation:
+            # a resumed incarnation re-runs the steps after its checkpoint: judge them again
+            resumed = _resumed_iteration(infos, frontier.incarnation)
+            if resumed is not None:
+                self._next = min(self._next, resumed + 1)
+            self._incarnation = frontier.incarnation
+        start = self._next
+        if frontier.settled < start:
+            return Poll(None, (), None)
+        report, loaded = self._judge(listing, start)
+        wanted = (
+            v
+            for r in report.results
+            for v in r.violations
+            if v.location.step is None or v.location.step <= frontier.settled
+        )
+        fresh = self._fresh(wanted)
+        self._next = frontier.settled + 1
+        self.judged_through = max(self.judged_through, frontier.settled)
+        return Poll((start, frontier.settled), fresh, None, loaded)
+
+    @property
+    def segments_seen(self) -> int:
+        """How many sealed segments the polls have listed so far (their footers cached)."""
+        return len(self._cache.infos)
+
+    def passed(self, *, strict: bool = False) -> bool:
+        """The final verdict once finished; until then, whether no violation was found."""
+        if self.final is not None:
+            return self.final.passed(strict=strict)
+        bad = ("error", "warning") if strict else ("error",)
+        return not any(v.severity.value in bad for v in self.violations)
+
+    def _judge(self, listing: SegmentListing, start: int) -> tuple[Report, int]:
+        """The incremental verification of steps ``>= start`` (the whole log at 0).
+
+        A live writer's temp file is a flush in progress, not a torn one: the listing
+        judged here leaves them out (the final verification sees what is left of them).
+        Anchors (``--require-finished``, a seal) hold the finished run, not a live one.
+        """
+        rules = select_rules(self.select, self.skip)
+        live = SegmentListing(listing.run_dir, listing.writers, ())
+        window: IncrementalScope | None = None
+        if start <= 0:  # nothing judged yet: every segment is needed
+            scan = RunScan(live.run_dir, tuple(self._cache.info(f) for f in live.files), ())
+            opened = Session.open(self.run_dir, scan=scan)
+        else:
+            scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
+            opened = Session.open(self.run_dir, scan=scan, head_only=window.head_only)
+        with opened as session:
+            report = check_session(session, rules, window, None, self.data_manifests, NO_ANCHORS)
+        return report, len(scan.segments)
+
+    def _fresh(self, found: Iterable[Violation]) -> tuple[Violation, ...]:
+        """The violations no earlier poll reported (one poll may report a key twice)."""
+        out = tuple(v for v in found if violation_key(v) not in self._seen)
+        self._seen.update(violation_key(v) for v in out)
+        self.violations.extend(out)
+        return out
+
+    @staticmethod
+    def _frontier(infos: list[SegmentInfo], cache: FooterCache) -> _Frontier:
+        newest = max(i.meta.incarnation for i in infos)
+        finished = False
+        top: dict[str, int] = {}
+        for info in infos:
+            meta = info.meta
+            if meta.incarnation != newest:
+                continue
+            if meta.writer.startswith(_DRIVER_PREFIX) and "run_finished" in meta.types:
+                finished = True
+            step = cache.max_step(info.path)
+            top[meta.writer] = max(top.get(meta.writer, -1), -1 if step is None else step)
+        settled = min(top.values()) - 1 if top else -1
+        return _Frontier(newest, finished, settled)
+
+
+def _resumed_iteration(infos: list[SegmentInfo], incarnation: int) -> int | None:
+    """The checkpoint iteration the incarnation resumed from (None: a fresh start)."""
+    for info in infos:
+        meta = info.meta
+        if meta.incarnation != incarnation or not meta.writer.startswith(_DRIVER_PREFIX):
+            continue
+        if "run_started" not in meta.types or _RESUMED_FROM not in info.schema.names:
+            continue
+        table = pq.ParquetFile(info.path).read(columns=["type", _RESUMED_FROM])
+        table = table.filter(pc.equal(table["type"], string_scalar("run_started")))
+        for ref in table[_RESUMED_FROM].to_pylist():
+            if ref is not None:
+                return int(ref["iteration"])
+    return None

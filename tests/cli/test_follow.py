@@ -1,0 +1,164 @@
+"""``ft-verify --follow`` against a run that another process is writing.
+
+The writer (``tests/support/live_writer.py``) stops half-way until the test creates its
+gate file; the test creates it only once the followers said what they judged of the
+half-written run, so nothing here depends on timing: every wait is on a counted
+condition, with a generous timeout for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ftaudit.cli.verify_cmd import build_app
+from ftaudit.synth import SynthConfig, synthesize
+from tests.support.cli import check_exit
+
+BIN = Path(sys.executable).parent
+WRITER = Path(__file__).parents[1] / "support" / "live_writer.py"
+TIMEOUT_S = 300.0
+
+
+class _Lines:
+    """A process's stderr, read line by line on a thread; waits for a line to appear."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        assert proc.stderr is not None
+        self._thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
+        for line in stream:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait_for(self, needle: str) -> str:
+        deadline = time.monotonic() + TIMEOUT_S
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if needle in line:
+                        return line
+                left = deadline - time.monotonic()
+                assert left > 0, f"never said {needle!r}:\n{''.join(self.lines)}"
+                self._cond.wait(timeout=left)
+
+    def text(self) -> str:
+        """Everything said, once the stream ended (the process exited)."""
+        self._thread.join(timeout=TIMEOUT_S)
+        return "".join(self.lines)
+
+
+def _follower(run_dir: Path, stdout: Path, *args: str) -> subprocess.Popen[str]:
+    # stdout to a file: stderr is read line by line, and nothing else may read it
+    with stdout.open("w") as out:
+        return subprocess.Popen(
+            [str(BIN / "ft-verify"), "--follow", "--interval", "0.1", *args, str(run_dir)],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+
+
+def _without_timings(report: dict) -> dict:
+    for result in report["results"]:
+        result.pop("seconds", None)
+    return report
+
+
+@pytest.mark.slow
+def test_follow_judges_a_live_run_then_gives_the_offline_verdict(tmp_path: Path) -> None:
+    run_dir, gate = tmp_path / "live", tmp_path / "gate"
+    # the followers start first: the run directory does not exist yet
+    full_out, stopped_out = tmp_path / "full.json", tmp_path / "stopped.txt"
+    full = _follower(run_dir, full_out, "--format", "json")
+    stopped = _follower(run_dir, stopped_out)
+    full_err, stopped_err = _Lines(full), _Lines(stopped)
+    writer_log = tmp_path / "writer.log"
+    with writer_log.open("w") as log:
+        writer = subprocess.Popen(
+            [sys.executable, str(WRITER), str(run_dir), str(gate), "missing_sample"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        # the bug (a sample missing at step 3) is judged while the writer waits at its gate
+        for lines in (full_err, stopped_err):
+            lines.wait_for("FT004 error step 3")
+        assert full.poll() is None and stopped.poll() is None  # the run has not finished
+        stopped.send_signal(signal.SIGINT)
+        assert stopped.wait(timeout=TIMEOUT_S) == 130, stopped_err.text()
+        said = stopped_err.text()
+        assert "stopped before the run finished" in said and "error: interrupted" in said
+        assert stopped_out.read_text() == ""  # no report: the verdict was never final
+        gate.touch()
+        assert writer.wait(timeout=TIMEOUT_S) == 0, writer_log.read_text()
+        full.wait(timeout=TIMEOUT_S)
+    finally:
+        procs: tuple[subprocess.Popen, ...] = (full, stopped, writer)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        said = full_err.text()
+        stopped_err.text()
+        for stream in (full.stderr, stopped.stderr):
+            if stream is not None:
+                stream.close()
+    assert full.returncode == 1, said
+    assert "final verdict from the whole log" in said
+    offline = subprocess.run(
+        [str(BIN / "ft-verify"), "--format", "json", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert offline.returncode == 1, offline.stderr
+    assert _without_timings(json.loads(full_out.read_text())) == _without_timings(
+        json.loads(offline.stdout)
+    )
+
+
+def test_follow_on_a_finished_run_prints_the_offline_report(tmp_path: Path) -> None:
+    config = SynthConfig(
+        steps=6,
+        cells=1,
+        ranks=1,
+        buffer_size=256,
+        samples_per_step=16,
+        restarts=0,
+        retries=0,
+        checkpoint_every=3,
+        flush_every=2,
+        seed=0,
+    )
+    run = str(synthesize(tmp_path / "run", config).run_dir)
+    followed = CliRunner().invoke(build_app(), ["--follow", "--format", "json", run])
+    check_exit(followed, 0)
+    assert "final verdict from the whole log" in followed.stderr
+    offline = CliRunner().invoke(build_app(), ["--format", "json", run])
+    check_exit(offline, 0)
+    assert _without_timings(json.loads(followed.stdout)) == _without_timings(
+        json.loads(offline.stdout)
+    )
+
+
+def test_follow_and_since_step_do_not_go_together(tmp_path: Path) -> None:
+    result = CliRunner().invoke(build_app(), ["--follow", "--since-step", "3", str(tmp_path)])
+    check_exit(result, 2)
+    assert result.stderr == "error: --follow and --since-step do not go together\n"

@@ -1,0 +1,134 @@
+"""The online verifier agrees with the offline one: fed a synth run as it is written
+(a poll after every step, in the writing process), its provisional findings are the
+offline verification's, found before the run finished, and its final report is the
+offline report."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ftaudit.synth import SynthConfig, SynthResult, synthesize
+from ftaudit.synth.bugs import BUGS
+from ftaudit.verifier import Report, Violation, verify
+from ftaudit.verifier.online import OnlineVerifier
+
+SHAPE = SynthConfig(
+    steps=40,
+    cells=2,
+    ranks=1,
+    buffer_size=1024,
+    samples_per_step=64,
+    restarts=2,
+    retries=3,
+    checkpoint_every=8,
+    flush_every=3,
+    seed=1,
+)
+"""Two restarts (re-run steps judged again), retried steps, many small segments."""
+
+
+@dataclasses.dataclass
+class Followed:
+    run: SynthResult
+    online: OnlineVerifier
+    provisional: set[tuple[object, ...]]
+    """Violations the polls reported before the run finished."""
+    judged_live: int
+    """The last step judged before the run finished."""
+    polls_that_judged: int
+
+
+def _finding(v: Violation) -> tuple[object, ...]:
+    """A finding as the agreement compares it: rule, kind, step and incarnation.
+
+    Not the cell: a rule comparing with a baseline outside the incremental window names
+    the other side (FT012 compares a changed parameter manifest with the earliest one
+    loaded: offline, incarnation 0's; live, another cell of the same incarnation).
+    """
+    return (v.code, v.kind, v.location.step, v.location.incarnation)
+
+
+def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1) -> Followed:
+    online = OnlineVerifier(run_dir)
+    judged = 0
+
+    def after_step(step: int) -> None:
+        nonlocal judged
+        if step % every == 0:
+            poll = online.poll()
+            assert not poll.finished  # the run ends after its last step
+            judged += poll.judged is not None
+
+    run = synthesize(run_dir, config, after_step=after_step)
+    provisional = {_finding(v) for v in online.violations}
+    live = online.judged_through
+    assert online.poll().finished
+    return Followed(run, online, provisional, live, judged)
+
+
+def _keys(report: Report) -> set[tuple[object, ...]]:
+    return {_finding(v) for r in report.results for v in r.violations}
+
+
+def _without_timings(report: Report) -> dict:
+    out = report.to_dict()
+    for result in out["results"]:
+        result.pop("seconds", None)
+    return out
+
+
+def _check_agreement(followed: Followed) -> None:
+    """The final report is the offline one; the live findings are the offline findings
+    at the steps judged live (by rule, kind and location: a message may name more ids
+    once more of the run is known)."""
+    offline = verify(followed.run.run_dir)
+    final = followed.online.final
+    assert final is not None
+    assert _without_timings(final) == _without_timings(offline)
+    assert followed.online.passed() == offline.passed()
+    found = _keys(offline)
+    # nothing provisional that the whole log does not confirm
+    assert followed.provisional <= found, followed.provisional - found
+    # everything the whole log shows at a step judged live was found live
+    settled = {
+        _finding(v)
+        for r in offline.results
+        for v in r.violations
+        if v.location.step is not None and v.location.step <= followed.judged_live
+    }
+    assert settled <= followed.provisional, settled - followed.provisional
+
+
+SMALL = dataclasses.replace(SHAPE, steps=24, restarts=1, retries=2, checkpoint_every=6)
+"""The fast suite's shape: one restart, a few retries."""
+
+
+def test_a_clean_run_is_judged_live_and_verifies(tmp_path: Path) -> None:
+    followed = _follow(tmp_path / "run", SMALL, every=2)
+    assert followed.run.crashes  # the re-run steps after the restart are judged again
+    assert followed.provisional == set()
+    # every step but the last few settled while the run was live
+    assert followed.judged_live >= SMALL.steps - 5
+    assert followed.polls_that_judged >= 5
+    _check_agreement(followed)
+    assert followed.online.final is not None and followed.online.final.passed()
+
+
+def test_a_bug_is_found_before_the_run_finished(tmp_path: Path) -> None:
+    config = dataclasses.replace(SMALL, steps=12, restarts=0, bug="missing_sample", bug_step=5)
+    followed = _follow(tmp_path / "run", config, every=2)
+    # seen at the first snapshot after step 5, long before the run's last step
+    assert any(k[0] == "FT004" for k in followed.provisional), followed.provisional
+    _check_agreement(followed)
+    assert not followed.online.passed()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [b.name for b in BUGS])
+def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str) -> None:
+    followed = _follow(tmp_path / "run", dataclasses.replace(SHAPE, bug=bug), every=4)
+    _check_agreement(followed)
+    assert not followed.online.passed()
