@@ -27,15 +27,27 @@ def report(
     Exit codes (after writing the page): 0 all rules hold, 1 violations, 2 could not read
     the run or write the page.
     """
-    from ftaudit.verifier import verify
+    from ftaudit.cli.progress import progress_display
+    from ftaudit.cli.terminal import Terminal
+    from ftaudit.verifier import select_rules, verify
     from ftaudit.verifier.history import collect
     from ftaudit.verifier.render.describe import summarize
     from ftaudit.verifier.render.html import render_html
     from ftaudit.verifier.session import Session
 
-    with guarded(lambda: Session.open(run_dir)) as session:  # the run is loaded once
-        result = guarded(lambda: verify(session))
-        history = guarded(lambda: collect(session))
-    emit(render_html(history, result), output)
+    # phases: reading, each rule, the history, the page
+    phases = len(select_rules()) + 3
+    with progress_display(Terminal.detect(), phases=phases) as progress:
+        if progress:
+            progress(f"reading {run_dir}")
+        with guarded(lambda: Session.open(run_dir)) as session:  # the run is loaded once
+            result = guarded(lambda: verify(session, progress=progress))
+            if progress:
+                progress("history")
+            history = guarded(lambda: collect(session))
+        if progress:
+            progress("page")
+        page = render_html(history, result)
+    emit(page, output)
     say(f"ftaudit report: {summarize(result, strict=False).headline()}; page in {output}")
     raise typer.Exit(exit_codes.OK if result.passed() else exit_codes.VIOLATIONS)

@@ -9,17 +9,21 @@ from collections.abc import Iterable
 
 from ftaudit.verifier.history import MetricPoint, RunHistory
 from ftaudit.verifier.render.describe import plural
+from ftaudit.verifier.render.html.buckets import bucket_size, coverage_buckets, metric_buckets
 from ftaudit.verifier.render.html.svg import esc, num, step_width, tick_every, title
 
 
 def coverage_svg(pic: RunHistory, flagged_steps: set[int]) -> str:
-    cov = pic.coverage
-    n_steps = (max(c.step for c in cov) + 1) if cov else 1
-    cw = step_width(n_steps)
+    n_steps = (max(c.step for c in pic.coverage) + 1) if pic.coverage else 1
+    k = bucket_size(n_steps)
+    cov = coverage_buckets(pic.coverage, k)
+    flagged = {s // k for s in flagged_steps}
+    n_cols = math.ceil(n_steps / k)
+    cw = step_width(n_cols)
     h, top, left = 140.0, 12.0, 60.0
     top_value = max([max(c.expected, c.seen + c.missing) for c in cov] + [1])
     scale = h / top_value
-    width = left + n_steps * cw + 20
+    width = left + n_cols * cw + 20
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="coverage-svg" width="{num(width)}" '
         f'height="{num(h + top + 34)}" role="img" aria-label="witness coverage per step">'
@@ -33,24 +37,29 @@ def coverage_svg(pic: RunHistory, flagged_steps: set[int]) -> str:
         out.append(
             f'<line x1="{left}" x2="{num(width - 10)}" y1="{num(y)}" y2="{num(y)}" stroke="#eee"/>'
         )
-    every = tick_every(n_steps, cw)
+    every = tick_every(n_cols, cw) * k
     for step in range(0, n_steps, every):
-        x = left + step * cw + cw / 2
+        x = left + step // k * cw + cw / 2
         out.append(f'<text x="{num(x)}" y="{num(base + 14)}" text-anchor="middle">{step}</text>')
     out.append(f'<text x="{left}" y="{num(base + 30)}">step</text>')
     out.append("</g>")
     for c in cov:
-        x = left + c.step * cw + 1
+        x = left + c.step // k * cw + 1
         w = max(cw - 3, 1.5)
         anchor = f"cov-s{c.step}"
-        if not c.ok or c.step in flagged_steps:
+        if not c.ok or c.step // k in flagged:
             out.append(
                 f'<rect class="cov-band" x="{num(x - 1)}" y="{num(top)}" '
                 f'width="{num(cw)}" height="{num(h)}"/>'
             )
         matched = c.seen - c.extra
+        where = (
+            f"step {c.step} (attempt {c.attempt}, incarnation {c.incarnation})"
+            if k == 1
+            else f"steps {c.step}-{min(c.step // k * k + k, n_steps) - 1}"
+        )
         tip = (
-            f"step {c.step} (attempt {c.attempt}, incarnation {c.incarnation}): "
+            f"{where}: "
             f"{c.seen} of {c.expected} expected slots seen over {plural(c.snapshots, 'snapshot')}"
             f"; {c.missing} missing, {c.extra} extra"
         )
@@ -87,6 +96,7 @@ def polyline(points: Iterable[tuple[float, float]], cls: str, tip: str) -> str:
 
 
 def metric_svg(name: str, points: list[MetricPoint], n_steps: int, index: int) -> str:
+    points = metric_buckets(points, n_steps)
     w, h, left, top, bottom = 560.0, 170.0, 56.0, 10.0, 26.0
     finite = [p.value for p in points if math.isfinite(p.value)]
     lo, hi = (min(finite), max(finite)) if finite else (0.0, 1.0)

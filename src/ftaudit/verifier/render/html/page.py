@@ -17,7 +17,7 @@ from ftaudit.verifier.render.describe import (
 from ftaudit.verifier.render.html.assets import CSS, JS
 from ftaudit.verifier.render.html.charts import coverage_svg, metric_svg
 from ftaudit.verifier.render.html.svg import esc, legend
-from ftaudit.verifier.render.html.timeline import Timeline, target
+from ftaudit.verifier.render.html.timeline import Timeline
 
 DASHED = "repeating-linear-gradient(45deg, #d7263d 0 2px, #fff 2px 4px)"
 MAX_FINDINGS = 500
@@ -42,7 +42,7 @@ def render_html(pic: RunHistory, report: Report) -> str:
     bad: dict[str, list[str]] = defaultdict(list)
     targets: list[str | None] = []
     for n, (_, v) in enumerate(findings[:MAX_FINDINGS]):
-        anchor = target(v.location, pic)
+        anchor = timeline.target(v.location)
         targets.append(anchor)
         if anchor:
             bad[anchor].append(f"v-{n + 1}")

@@ -1,13 +1,16 @@
 """The report's timeline: steps across; per incarnation a lane of attempts and a lane per
 cell; retries, rollbacks, crashes, faults, heals, checkpoints and restores marked. It
-remembers which anchors exist, so a finding links to the element where it happens."""
+remembers which anchors exist, so a finding links to the element where it happens.
+A long run draws buckets of steps, one box per incarnation and bucket (``buckets``)."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from ftaudit.verifier.findings import Location
 from ftaudit.verifier.history import AttemptInfo, RunHistory
+from ftaudit.verifier.render.html.buckets import AttemptBucket, attempt_buckets, bucket_size
 from ftaudit.verifier.render.html.svg import esc, num, step_width, tick_every, title
 
 LABEL_W = 150
@@ -24,7 +27,10 @@ class Timeline:
     def __init__(self, pic: RunHistory) -> None:
         self.pic = pic
         self.n_steps = (max(pic.steps) + 1) if pic.steps else 1
-        self.cw = step_width(self.n_steps)
+        self.k = bucket_size(self.n_steps)
+        """Steps per column (1 up to ``buckets.MAX_COLUMNS`` steps)."""
+        self.n_cols = math.ceil(self.n_steps / self.k)
+        self.cw = step_width(self.n_cols)
         self.anchors: set[str] = set()
         self.lane_y: dict[tuple[int, int | None], float] = {}
         """(incarnation, cell or None for the attempts lane) -> top y."""
@@ -37,10 +43,35 @@ class Timeline:
                 y += CELL_H + 2
             y += GAP
         self.height = y + 6
-        self.width = LABEL_W + self.n_steps * self.cw + 20
+        self.width = LABEL_W + self.n_cols * self.cw + 20
 
     def x(self, step: int) -> float:
-        return LABEL_W + step * self.cw
+        return LABEL_W + (step // self.k) * self.cw
+
+    def column_anchor(self, step: int) -> str:
+        """The anchor of the column holding ``step``."""
+        return f"t-s{step}" if self.k == 1 else f"t-b{step // self.k}"
+
+    def target(self, loc: Location) -> str | None:
+        """The most precise timeline anchor for a violation's location."""
+        step, attempt, inc = loc.step, loc.attempt, loc.incarnation
+        if step is not None and inc is None:
+            pic = self.pic
+            committed = [a for a in pic.attempts if a.step == step and a.status == "committed"]
+            if committed and (attempt is None or committed[0].attempt == attempt):
+                inc, attempt = committed[0].incarnation, committed[0].attempt
+        if step is not None and inc is not None and attempt is not None:
+            base = (
+                f"t-i{inc}-s{step}-a{attempt}"
+                if self.k == 1
+                else AttemptBucket.anchor_of(inc, step // self.k)
+            )
+            return f"{base}-c{loc.cell}" if loc.cell is not None else base
+        if step is not None:
+            return self.column_anchor(step)
+        if inc is not None:
+            return f"t-i{inc}"
+        return None
 
     def attempt_box(self, a: AttemptInfo, of: list[AttemptInfo]) -> tuple[float, float]:
         """x and width of an attempt inside its step's column (attempts side by side)."""
@@ -59,15 +90,16 @@ class Timeline:
             f'aria-label="timeline of the run">'
         ]
         # step columns: targets for findings that only name a step
-        for step in range(self.n_steps):
-            anchor = f"t-s{step}"
+        for col in range(self.n_cols):
+            step = col * self.k
+            anchor = self.column_anchor(step)
             self.anchors.add(anchor)
             out.append(
                 f'<rect class="step-col" id="{anchor}" x="{num(self.x(step))}" y="{TOP - 4}" '
                 f'width="{num(cw)}" height="{num(self.height - TOP)}"/>'
             )
         # axis
-        every = tick_every(self.n_steps, cw)
+        every = tick_every(self.n_cols, cw) * self.k
         out.append('<g class="axis">')
         out.append(f'<text x="4" y="{TOP - 12}">step</text>')
         for step in range(0, self.n_steps, every):
@@ -94,11 +126,16 @@ class Timeline:
                 cy = self.lane_y[(inc.number, cell)]
                 out.append(f'<text x="16" y="{num(cy + 11)}">cell {cell}</text>')
             out.append("</g>")
+            if self.k > 1:
+                continue
             for (i, _step), attempts in sorted(by_inc_step.items()):
                 if i != inc.number:
                     continue
                 for a in attempts:
                     out.extend(self._attempt(a, attempts, bad))
+        if self.k > 1:
+            for b in attempt_buckets(pic.attempts, self.k):
+                out.extend(self._bucket(b, bad))
         out.extend(self._markers(bad))
         out.append("</svg>")
         return "\n".join(out)
@@ -144,6 +181,37 @@ class Timeline:
                     f"L{num(cx + m)} {num(cyy + m)} M{num(cx + m)} {num(cyy - m)} "
                     f'L{num(cx - m)} {num(cyy + m)}">{title(ctip + " (crashed)")}</path>'
                 )
+            if canchor in bad:
+                out.append(bad_mark(x, cy, w, CELL_H))
+        return out
+
+    def _bucket(self, b: AttemptBucket, bad: dict[str, list[str]]) -> list[str]:
+        """One box for an incarnation's attempts in a bucket, one per cell below it."""
+        if (b.incarnation, None) not in self.lane_y:
+            return []
+        x, w = self.x(b.first_step) + 1, max(self.cw - 2, 1.5)
+        y = self.lane_y[(b.incarnation, None)]
+        self.anchors.add(b.anchor)
+        out = [
+            f'<rect class="att {b.status}" id="{b.anchor}" x="{num(x)}" y="{num(y)}" '
+            f'width="{num(w)}" height="{ATT_H}" rx="2"{finding_attr(bad.get(b.anchor))}>'
+            f"{title(b.tooltip())}</rect>"
+        ]
+        if b.anchor in bad:
+            out.append(bad_mark(x, y, w, ATT_H))
+        faint = " faint" if b.status != "committed" else ""
+        for c in b.cells:
+            if (b.incarnation, c.cell) not in self.lane_y:
+                continue
+            cy = self.lane_y[(b.incarnation, c.cell)]
+            canchor = f"{b.anchor}-c{c.cell}"
+            self.anchors.add(canchor)
+            tip = f"cell {c.cell}: worst {c.state} in steps {b.first_step}-{b.last_step}"
+            out.append(
+                f'<rect class="cell {c.state}{faint}" id="{canchor}" x="{num(x)}" '
+                f'y="{num(cy)}" width="{num(w)}" height="{CELL_H}"'
+                f"{finding_attr(bad.get(canchor))}>{title(tip)}</rect>"
+            )
             if canchor in bad:
                 out.append(bad_mark(x, cy, w, CELL_H))
         return out
@@ -234,22 +302,3 @@ def bad_mark(x: float, y: float, w: float, h: float) -> str:
         f'<rect class="bad-mark" x="{num(x - 1.5)}" y="{num(y - 1.5)}" '
         f'width="{num(w + 3)}" height="{num(h + 3)}" rx="3"/>'
     )
-
-
-def target(loc: Location, pic: RunHistory) -> str | None:
-    """The most precise timeline anchor for a violation's location."""
-    step, attempt, inc = loc.step, loc.attempt, loc.incarnation
-    if step is not None and inc is None:
-        committed = [a for a in pic.attempts if a.step == step and a.status == "committed"]
-        if committed and (attempt is None or committed[0].attempt == attempt):
-            inc, attempt = committed[0].incarnation, committed[0].attempt
-    if step is not None and inc is not None and attempt is not None:
-        base = f"t-i{inc}-s{step}-a{attempt}"
-        if loc.cell is not None:
-            return f"{base}-c{loc.cell}"
-        return base
-    if step is not None:
-        return f"t-s{step}"
-    if inc is not None:
-        return f"t-i{inc}"
-    return None
