@@ -26,6 +26,7 @@ from ftaudit.dataset.fingerprint import ALGORITHM
 from ftaudit.errors import (
     ManifestError,
 )
+from ftaudit.eventlog.arrays import int64_numpy
 from ftaudit.eventlog.rundir import manifest_path
 
 MANIFEST_VERSION = 1
@@ -139,11 +140,15 @@ def read_manifest(path: str | os.PathLike[str]) -> DatasetManifest:
         )
     if not table.schema.equals(SCHEMA, check_metadata=False):
         raise ManifestError(f"{source}: columns must be item int64, fingerprint int64")
-    items = table.column("item").to_numpy()
+    # not to_numpy(): pyarrow imports pandas for it, half a second on the verify path
+    try:
+        items = int64_numpy(table.column("item"))
+        fps = int64_numpy(table.column("fingerprint"))
+    except ValueError as exc:
+        raise ManifestError(f"{source}: {exc}") from None
     size = int(meta["ftaudit.dataset_size"])
     if items.size != size or not np.array_equal(items, np.arange(size)):
         raise ManifestError(f"{source}: items must be 0..{size - 1} in order")
-    fps = table.column("fingerprint").to_numpy().astype(np.int64)
     digest = manifest_digest(fps, meta["ftaudit.algorithm"])
     if digest != meta["ftaudit.digest"]:
         raise ManifestError(
