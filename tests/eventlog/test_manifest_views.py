@@ -16,7 +16,7 @@ import ftaudit
 from ftaudit.dataset import DatasetManifest, write_manifest
 from ftaudit.verifier import verify
 from tests.support.builder import RunBuilder
-from tests.verifier.cases_ft008 import FP, MANIFEST, N, start, step
+from tests.support.data_identity import FP, MANIFEST, N, start, step
 
 WRONG = """SELECT sample_index FROM fed_content
            WHERE NOT list_contains(content_items, sample_index % 12) ORDER BY 1"""

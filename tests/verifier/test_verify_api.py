@@ -16,7 +16,7 @@ from ftaudit.eventlog.events import BUILTIN_EVENTS
 from ftaudit.verifier import UnknownRuleError, verify
 from ftaudit.verifier.rules import RULES
 from tests.support.builder import OPTIONS, RunBuilder
-from tests.verifier.cases_ft004 import restart_ok
+from tests.verifier.rules.recipes import restart_ok
 
 
 @pytest.fixture

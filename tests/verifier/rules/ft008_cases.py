@@ -1,51 +1,18 @@
-"""Cases of FT008 data-identity (issue 13 item 3), as data: pass and fail.
-
-Item ``i`` of the 12-item dataset is the token row ``[i, i+1, i+2, i+3]``; ``FP[i]`` its
-fingerprint. Two cells split each step's four samples, two each, like the demo.
-"""
+"""FT008 data-identity: its cases as data (pass and fail), run by ``test_rule_cases.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from functools import partial
 
-import numpy as np
+from ftaudit.dataset import DatasetManifest
+from tests.support.builder import ERRORED, NORMAL, RunBuilder
+from tests.support.data_identity import FP, MANIFEST, N, start, step
+from tests.verifier.rules.case import Case, Expect
 
-from ftaudit.dataset import DatasetManifest, fingerprint
-from tests.support.builder import ERRORED, NORMAL, Incarnation, RunBuilder
-from tests.verifier.cases import Case, Expect
+RULE = "FT008"
 
-FP = [fingerprint(np.arange(i, i + 4)) for i in range(16)]
-N = 12
-MANIFEST = DatasetManifest.of(FP[:N], "cases_ft008")
-
-
-def step(
-    run: Incarnation,
-    s: int,
-    positions: Sequence[int],
-    *,
-    content: Sequence[int] | None = None,
-    cells: dict | None = None,
-    attempt: int = 0,
-) -> None:
-    """Train ``positions`` in step ``s``: cell 0 feeds the first half, cell 1 the second.
-
-    ``content[k]`` is the item whose data position ``k`` really fed (default: its own).
-    """
-    content = list(positions) if content is None else list(content)
-    run.train(s, list(positions), attempt=attempt, cells=cells)
-    half = len(positions) // 2
-    for cell, part in ((0, slice(0, half)), (1, slice(half, None))):
-        if cells is not None and cells[cell].errored:
-            continue
-        run.fed(s, positions[part], [FP[c] for c in content[part]], cell=cell, attempt=attempt)
-
-
-def start(b: RunBuilder, *, manifest: bool = True, **kw: object) -> Incarnation:
-    run = b.start(dataset_size=N, deterministic_order=True, **kw)  # type: ignore[arg-type]
-    if manifest:
-        run.declare(MANIFEST)
-    return run
+# every case: two cells split each step's samples (``step``), on a ring of 40
+case = partial(Case, B=40, cells=2)
 
 
 def clean(b: RunBuilder) -> None:
@@ -115,18 +82,6 @@ def _replayed(b: RunBuilder, content: list[int], *, deterministic: bool) -> None
     again = b.start(resume_from=0, dataset_size=N, deterministic_order=deterministic)
     step(again, 1, [4, 5, 6, 7], content=content)
     again.finish()
-
-
-def replay_differs(b: RunBuilder) -> None:
-    _replayed(b, [8, 9, 10, 11], deterministic=True)
-
-
-def replay_differs_nondeterministic(b: RunBuilder) -> None:
-    _replayed(b, [8, 9, 10, 11], deterministic=False)
-
-
-def replay_same(b: RunBuilder) -> None:
-    _replayed(b, [4, 5, 6, 7], deterministic=True)
 
 
 def missing_fingerprint(b: RunBuilder) -> None:
@@ -222,18 +177,6 @@ def _loader(b: RunBuilder, *, seed: int, position: int) -> None:
     again.finish()
 
 
-def loader_restored(b: RunBuilder) -> None:
-    _loader(b, seed=1, position=4)
-
-
-def loader_seed_not_restored(b: RunBuilder) -> None:
-    _loader(b, seed=2, position=4)
-
-
-def loader_saved_too_early(b: RunBuilder) -> None:
-    _loader(b, seed=1, position=0)
-
-
 def manifest_not_kept(b: RunBuilder) -> None:
     run = b.start(dataset_size=N)
     run.declare(MANIFEST, copy=False)
@@ -241,100 +184,106 @@ def manifest_not_kept(b: RunBuilder) -> None:
     run.finish()
 
 
-def _case(name: str, build, *expect: Expect) -> Case:  # type: ignore[no-untyped-def]
-    return Case(name, "FT008", build, tuple(expect), B=40, cells=2)
-
-
 CASES: tuple[Case, ...] = (
-    _case("clean", clean),
-    _case("clean_without_manifest", clean_without_manifest),
-    _case("no_fingerprints", no_fingerprints),
-    _case(
+    case("clean", clean),
+    case("clean_without_manifest", clean_without_manifest),
+    case("no_fingerprints", no_fingerprints),
+    case(
         "peer_shard",
         peer_shard,
-        Expect(samples=(2, 3), step=0, cell=1, text="should be item 2 but its content is item 0's"),
+        (
+            Expect(
+                samples=(2, 3), step=0, cell=1, text="should be item 2 but its content is item 0's"
+            ),
+        ),
     ),
-    _case(
+    case(
         "peer_shard_without_manifest",
         peer_shard_without_manifest,
-        Expect(
-            samples=(0, 1, 2, 3),
-            text="2 contents were each trained 2 times in epoch 0: position 0 (item 0)",
+        (
+            Expect(
+                samples=(0, 1, 2, 3),
+                text="2 contents were each trained 2 times in epoch 0: position 0 (item 0)",
+            ),
         ),
     ),
-    _case(
+    case(
         "overlapping_shards",
         overlapping_shards,
-        Expect(samples=(2,), step=0, text="item 2 was trained 2 times in epoch 0 by cells 0, 1"),
+        (Expect(samples=(2,), step=0, text="item 2 was trained 2 times in epoch 0 by cells 0, 1"),),
     ),
-    _case(
+    case(
         "cells_disagree",
         cells_disagree,
-        Expect(samples=(2,), step=0, cell=1, text="cells 0 and 1 fed different content"),
+        (Expect(samples=(2,), step=0, cell=1, text="cells 0 and 1 fed different content"),),
     ),
-    _case("tensor_parallel_ranks", tensor_parallel_ranks),
-    _case(
+    case("tensor_parallel_ranks", tensor_parallel_ranks),
+    case(
         "replay_differs",
-        replay_differs,
-        Expect(samples=(4, 5, 6, 7), step=1, text="one sample index, two data"),
+        partial(_replayed, content=[8, 9, 10, 11], deterministic=True),
+        (Expect(samples=(4, 5, 6, 7), step=1, text="one sample index, two data"),),
     ),
-    _case(
+    case(
         "replay_differs_nondeterministic",
-        replay_differs_nondeterministic,
-        Expect(samples=(4, 5, 6, 7), step=1, severity="warning"),
+        partial(_replayed, content=[8, 9, 10, 11], deterministic=False),
+        (Expect(samples=(4, 5, 6, 7), step=1, severity="warning"),),
     ),
-    _case("replay_same", replay_same),
-    _case(
+    case("replay_same", partial(_replayed, content=[4, 5, 6, 7], deterministic=True)),
+    case(
         "missing_fingerprint",
         missing_fingerprint,
-        Expect(samples=(2,), step=0, text="trained without a fingerprint"),
+        (Expect(samples=(2,), step=0, text="trained without a fingerprint"),),
     ),
-    _case("errored_cell_left_none", errored_cell_left_none),
-    _case(
+    case("errored_cell_left_none", errored_cell_left_none),
+    case(
         "fed_unallocated",
         fed_unallocated,
-        Expect(samples=(9,), step=0, text="not allocated"),
+        (Expect(samples=(9,), step=0, text="not allocated"),),
     ),
-    _case("shuffled", shuffled),
-    _case(
+    case("shuffled", shuffled),
+    case(
         "shuffled_unmapped",
         shuffled_unmapped,
-        Expect(
-            samples=(0, 1),
-            cell=0,
-            text="position 0 (epoch 0) should be item 5 but its content is item 0's",
+        (
+            Expect(
+                samples=(0, 1),
+                cell=0,
+                text="position 0 (epoch 0) should be item 5 but its content is item 0's",
+            ),
+            Expect(samples=(2, 3), cell=1, text="should be item 9"),
         ),
-        Expect(samples=(2, 3), cell=1, text="should be item 9"),
     ),
-    _case(
+    case(
         "claim_against_order",
         claim_against_order,
-        Expect(samples=(1,), text="position 1 read item 3 instead of item 2"),
+        (Expect(samples=(1,), text="position 1 read item 3 instead of item 2"),),
     ),
-    _case(
+    case(
         "order_changed_at_resume",
         order_changed_at_resume,
-        Expect(
-            text="incarnation 1 declared another order for epoch 0 than incarnation 0 "
-            "(seed 7 instead of 1)"
+        (
+            Expect(
+                text="incarnation 1 declared another order for epoch 0 than incarnation 0 "
+                "(seed 7 instead of 1)"
+            ),
         ),
     ),
-    _case("padded_epoch", padded_epoch),
-    _case("equal_items_in_dataset", equal_items_in_dataset),
-    _case("loader_restored", loader_restored),
-    _case(
+    case("padded_epoch", padded_epoch),
+    case("equal_items_in_dataset", equal_items_in_dataset),
+    case("loader_restored", partial(_loader, seed=1, position=4)),
+    case(
         "loader_seed_not_restored",
-        loader_seed_not_restored,
-        Expect(step=0, text="seed 2 instead of 1"),
+        partial(_loader, seed=2, position=4),
+        (Expect(step=0, text="seed 2 instead of 1"),),
     ),
-    _case(
+    case(
         "loader_saved_too_early",
-        loader_saved_too_early,
-        Expect(step=0, text="reads next from stream position 0"),
+        partial(_loader, seed=1, position=0),
+        (Expect(step=0, text="reads next from stream position 0"),),
     ),
-    _case(
+    case(
         "manifest_not_kept",
         manifest_not_kept,
-        Expect(severity="warning", text="neither in the run's manifests/ folder"),
+        (Expect(severity="warning", text="neither in the run's manifests/ folder"),),
     ),
 )

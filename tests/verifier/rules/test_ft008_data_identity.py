@@ -6,21 +6,17 @@ from pathlib import Path
 
 from ftaudit.verifier import verify
 from ftaudit.verifier.render import render
-from tests.support.builder import RunBuilder
-from tests.verifier.cases_ft008 import order_changed_at_resume, shuffled
+from tests.verifier.rules.ft008_cases import CASES
 
 
-def _build(tmp_path: Path, build) -> Path:  # type: ignore[no-untyped-def]
-    builder = RunBuilder(tmp_path / "run", B=40, cells=2)
-    try:
-        build(builder)
-    finally:
-        builder.close()
-    return builder.root
+def _build(tmp_path: Path, name: str) -> Path:
+    """The run of FT008's case ``name``."""
+    (case,) = [c for c in CASES if c.name == name]
+    return case.write(tmp_path / "run")
 
 
 def test_the_note_says_what_was_checked(tmp_path: Path) -> None:
-    report = verify(_build(tmp_path, shuffled), select=["FT008"])
+    report = verify(_build(tmp_path, "shuffled"), select=["FT008"])
     (result,) = report.results
     assert result.checked == 6 and result.note.startswith("checked against dataset manifest")
     assert result.to_dict()["note"] == result.note
@@ -28,7 +24,7 @@ def test_the_note_says_what_was_checked(tmp_path: Path) -> None:
 
 
 def test_incremental_checks_agreement_only_and_says_so(tmp_path: Path) -> None:
-    run = _build(tmp_path, order_changed_at_resume)
+    run = _build(tmp_path, "order_changed_at_resume")
     assert not verify(run, select=["FT008"]).passed()
     (result,) = verify(run, select=["FT008"], since_step=1).results
     assert result.note.startswith("incremental verification")

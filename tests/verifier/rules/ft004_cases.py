@@ -1,10 +1,12 @@
-"""FT004 witness-exactly-once: the cases of issue 4 item 3, as data."""
+"""FT004 witness-exactly-once: its cases as data (pass and fail), run by ``test_rule_cases.py``."""
 
 from __future__ import annotations
 
-from ftaudit.eventlog import CheckpointRef
 from tests.support.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
-from tests.verifier.cases import Case, Expect
+from tests.verifier.rules.case import Build, Case, Expect
+from tests.verifier.rules.recipes import crashed_after_step_2, restart_ok, retried, threes
+
+RULE = "FT004"
 
 
 def no_events(b: RunBuilder) -> None:
@@ -129,14 +131,14 @@ def head_tail_separate(b: RunBuilder) -> None:
 def ring_wrap_ok(b: RunBuilder) -> None:
     run = b.start()
     for step in range(8):
-        run.train(step, [3 * step, 3 * step + 1, 3 * step + 2])
+        run.train(step, threes(step))
     run.finish()
 
 
 def ring_wrap_missing(b: RunBuilder) -> None:
     run = b.start()
     for step in range(6):
-        run.train(step, [3 * step, 3 * step + 1, 3 * step + 2])
+        run.train(step, threes(step))
     # step 6 takes counter positions 18..20 = slots 8, 9, 0; slot 9 (sample 19) is lost
     run.alloc(6, [18, 19, 20])
     rows = run.weights[0] | {8, 0}
@@ -211,7 +213,7 @@ def zero_cancelled_by_reallocation(b: RunBuilder) -> None:
 def zero_three_lives(b: RunBuilder) -> None:
     run = b.start()  # B = 10: slot 1 is counter 1 (zero), 11 (trained), 21 (zero)
     for step in range(9):
-        samples = [3 * step, 3 * step + 1, 3 * step + 2]
+        samples = threes(step)
         run.train(step, samples, zero_advantage=[s for s in samples if s in (1, 21)])
     run.finish()
 
@@ -225,139 +227,247 @@ def zero_never_allocated(b: RunBuilder) -> None:
     run.finish()
 
 
-def restart_ok(b: RunBuilder) -> None:
-    run = b.start()
-    for step in range(3):
-        run.train(step, [3 * step, 3 * step + 1, 3 * step + 2])
-        if step == 1:
-            run.checkpoint(1)
-    run.log.close()  # crashed after step 2
-    again = b.start(resume_from=1)
-    for step in range(2, 5):
-        again.train(step, [3 * step, 3 * step + 1, 3 * step + 2])
-    again.finish()
-
-
 def restart_leak(b: RunBuilder) -> None:
-    run = b.start()
-    for step in range(3):
-        run.train(step, [3 * step, 3 * step + 1, 3 * step + 2])
-        if step == 1:
-            run.checkpoint(1)
+    run = crashed_after_step_2(b)
     leaked = set(run.weights[0])  # weights of step 2, which the restore should discard
-    run.log.close()
     again = b.start(resume_from=1)
     again.weights[0] |= leaked  # the restore did not roll the witness back
     again.train(2, [6, 7, 8])
     again.finish()
 
 
-def _unused() -> CheckpointRef | None:
-    return None
+def kl_loss(nonzero_zero_advantage: bool) -> Build:
+    """A loss with a KL term: a zero-advantage sample still gets gradient (declared)."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        ids = run.alloc(0, [10, 11, 12])
+        run.advantage(0, ids, zero=[False, True, False], pure=False)
+        run.snapshot(0, [0, 1, 2] if nonzero_zero_advantage else [0, 2])
+        run.step_end(0)
+        run.finish()
+
+    return build
 
 
-CASES = (
-    Case("no events", "FT004", no_events),
-    Case("correct cumulative ids", "FT004", cumulative_ok),
+def no_tokens(*, nonzero: bool, empty: int = 1) -> Build:
+    """Samples fully masked (no loss tokens on any rank): excused, and counted."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        samples = list(range(10, 14))
+        ids = run.alloc(0, samples)
+        tokens = [0] * empty + [4] * (len(samples) - empty)
+        run.advantage(0, ids, zero=[False] * len(samples), tokens=tokens, pure=True)
+        trained = ids[empty:] + (ids[:empty] if nonzero else [])
+        run.snapshot(0, sorted(trained))
+        run.step_end(0)
+        run.finish()
+
+    return build
+
+
+def zero_allocation_step(*, leak: bool) -> Build:
+    """Step 2 has no samples: no allocation; its snapshot is still checked."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        run.train(0, [0, 1, 2])
+        run.train(1, [3, 4, 5])
+        rows = [0, 1, 2, 3, 4, 5] + ([9] if leak else [])
+        run.snapshot(2, rows, stale=[])
+        run.step_end(2)
+        run.train(3, [6, 7, 8])
+        run.finish()
+
+    return build
+
+
+def layout_change(*, drop_in_step: int | None = None, new_holds_old: bool = False) -> Build:
+    """Incarnation 1 resumes with another pipeline split: stage 0 keeps its witnesses (and
+    their restored rows), stage 1's are new and start from zero rows."""
+
+    def build(b: RunBuilder) -> None:
+        old = ("pp0.head", "pp0.tail")
+        run = b.start()
+        for step in range(3):
+            run.train(step, [2 * step, 2 * step + 1], instances=old)
+            if step == 1:
+                run.checkpoint(1)
+        run.finish()
+        run = b.start(resume_from=1)
+        since: set[int] = set()
+        for step in range(2, 5):
+            ids = run.alloc(step, [2 * step, 2 * step + 1])
+            stale = run.last_stale
+            rows = run.weights[0]
+            rows |= set(ids)
+            since |= set(ids)
+            for instance in old:
+                run.snapshot(step, sorted(rows), instance=instance)
+            for instance in ("pp1.head", "pp1.tail"):
+                if step == drop_in_step and instance == "pp1.tail":
+                    continue
+                shown = rows if new_holds_old else since
+                run.snapshot(step, sorted(shown), instance=instance)
+            rows -= set(stale)
+            since -= set(stale)
+            run.step_end(step)
+        run.finish()
+
+    return build
+
+
+def stale_not_cleared(b: RunBuilder) -> None:
+    """The trainer neither zeroes nor declares stale ids: old committed rows linger."""
+    run = b.start()
+    rows: set[int] = set()
+    for step in range(6):
+        ids = run.alloc(step, range(4 * step, 4 * step + 4))
+        rows |= set(ids)
+        run.snapshot(step, sorted(rows), stale=[])  # never cleared
+        run.step_end(step)
+    run.finish()
+
+
+CASES: tuple[Case, ...] = (
+    Case("no events", no_events),
+    Case("correct cumulative ids", cumulative_ok),
     Case(
         "a missing id",
-        "FT004",
         missing_id,
         (Expect(ids=(1,), samples=(101,), step=0, cell=0, instance=HEAD, text="never reached"),),
     ),
     Case(
         "an extra never-allocated id",
-        "FT004",
         extra_never_allocated,
         (Expect(ids=(5,), step=0, cell=0, text="never allocated"),),
     ),
-    Case("an errored cell is skipped", "FT004", errored_cell_skipped, cells=2),
-    Case("a discarded cell is skipped", "FT004", discarded_cell_skipped, cells=2),
-    Case("stale ids are removed from both sides", "FT004", stale_both_sides),
+    Case("an errored cell is skipped", errored_cell_skipped, cells=2),
+    Case("a discarded cell is skipped", discarded_cell_skipped, cells=2),
+    Case("stale ids are removed from both sides", stale_both_sides),
     Case(
         "several cells are checked independently",
-        "FT004",
         cells_independent,
         (Expect(ids=(1,), samples=(11,), cell=1),),
         cells=2,
     ),
-    Case("a retry's attempt-1 allocation replaces attempt 0", "FT004", retry_replaces),
-    Case("an older attempt's snapshot is ignored", "FT004", older_attempt_ignored),
+    Case("a retry's attempt-1 allocation replaces attempt 0", retry_replaces),
+    Case("an older attempt's snapshot is ignored", older_attempt_ignored),
     Case(
         "a wrong latest-attempt snapshot is reported although an older one was right",
-        "FT004",
         latest_attempt_wrong,
         (Expect(ids=(5,), samples=(2,), step=0, attempt=1),),
     ),
     Case(
         "expectation is cumulative across steps",
-        "FT004",
         cumulative_across_steps,
         (Expect(ids=(0, 1, 2), samples=(0, 1, 2), step=1),),
     ),
     Case(
         "a normal cell with no snapshot",
-        "FT004",
         normal_cell_without_snapshot,
         (Expect(step=0, cell=1, text="logged no witness snapshot"),),
         cells=2,
     ),
     Case(
         "head and tail instances are compared separately",
-        "FT004",
         head_tail_separate,
         (Expect(ids=(2,), instance=TAIL),),
     ),
-    Case("ring wrap with B=10 passes", "FT004", ring_wrap_ok, B=10),
+    Case("ring wrap with B=10 passes", ring_wrap_ok, B=10),
     Case(
         "ring wrap with B=10 and an id truly missing",
-        "FT004",
         ring_wrap_missing,
         (Expect(ids=(9,), samples=(19,), step=6),),
         B=10,
     ),
-    Case("zero advantage: excused when missing", "FT004", zero_excused),
-    Case("zero advantage: stays excused at later steps", "FT004", zero_stays_excused),
+    Case("zero advantage: excused when missing", zero_excused),
+    Case("zero advantage: stays excused at later steps", zero_stays_excused),
     Case(
         "zero advantage: reported as extra when present",
-        "FT004",
         zero_present_is_extra,
         (Expect(ids=(1,), samples=(11,), text="zero-advantage"),),
     ),
     Case(
         "zero advantage: only the latest attempt's advantage events count",
-        "FT004",
         zero_only_latest_attempt,
         (Expect(ids=(4,), samples=(11,), attempt=1),),
     ),
     Case(
         "an empty local token list is not excused while another rank holds tokens",
-        "FT004",
         zero_empty_tokens,
         (Expect(ids=(1,), samples=(11,)),),
     ),
-    Case(
-        "zero advantage: excusal is global across cells", "FT004", zero_global_across_cells, cells=2
-    ),
+    Case("zero advantage: excusal is global across cells", zero_global_across_cells, cells=2),
     Case(
         "zero advantage: re-allocation of the id cancels it",
-        "FT004",
         zero_cancelled_by_reallocation,
         (Expect(ids=(1,), samples=(11,), step=3),),
         B=10,
     ),
-    Case("zero advantage: three lives zero / nonzero / zero", "FT004", zero_three_lives, B=10),
+    Case("zero advantage: three lives zero / nonzero / zero", zero_three_lives, B=10),
     Case(
         "zero advantage: an excusal of a never-allocated id changes nothing",
-        "FT004",
         zero_never_allocated,
         (Expect(ids=(1,), samples=(11,)),),
     ),
-    Case("a restart re-trains with fresh ids", "FT004", restart_ok),
+    Case("a restart re-trains with fresh ids", restart_ok),
     Case(
         "a restart whose restored weights kept abandoned ids",
-        "FT004",
         restart_leak,
         (Expect(ids=(6, 7, 8), samples=(6, 7, 8), step=2, text="abandoned work"),),
+    ),
+    Case("a step retried thrice, discards cleared", retried(4, clear=True), cells=2),
+    Case("a step retried six times, discards cleared", retried(7, clear=True), cells=2),
+    Case("a KL loss: zero-advantage samples get gradient", kl_loss(True)),
+    Case(
+        "a KL loss: a zero-advantage sample without gradient is missing",
+        kl_loss(False),
+        (Expect(ids=(1,), samples=(11,), kind="missing"),),
+    ),
+    Case("a fully masked sample is excused", no_tokens(nonzero=False)),
+    Case(
+        "a fully masked sample with a nonzero row is extra",
+        no_tokens(nonzero=True),
+        (Expect(ids=(0,), samples=(10,), kind="extra", text="should leave no trace"),),
+    ),
+    Case(
+        "a step mostly excused warns",
+        no_tokens(nonzero=False, empty=3),
+        (Expect(step=0, kind="mostly_excused", severity="warning", text="3 of 4 samples"),),
+    ),
+    Case("a step allocating nothing is checked", zero_allocation_step(leak=False)),
+    Case(
+        "a step allocating nothing still sees a leak",
+        zero_allocation_step(leak=True),
+        (Expect(step=2, ids=(9,), kind="extra", text="never allocated"),),
+    ),
+    Case("a resume with another pipeline split", layout_change()),
+    Case(
+        "a new instance holding rows from before it existed",
+        layout_change(new_holds_old=True),
+        (
+            Expect(step=2, instance="pp1.head", kind="extra"),
+            Expect(step=2, instance="pp1.tail", kind="extra"),
+            Expect(step=3, instance="pp1.head", kind="extra"),
+            Expect(step=3, instance="pp1.tail", kind="extra"),
+            Expect(step=4, instance="pp1.head", kind="extra"),
+            Expect(step=4, instance="pp1.tail", kind="extra"),
+        ),
+    ),
+    Case(
+        "an instance of the new split missing in one step",
+        layout_change(drop_in_step=3),
+        (Expect(step=3, instance="pp1.tail", kind="missing_instance"),),
+    ),
+    Case(
+        "uncleared stale rows are named as such, not as leaked work",
+        stale_not_cleared,
+        (
+            Expect(step=3, kind="extra", text="should have been zeroed as stale"),
+            Expect(step=4, kind="extra", text="should have been zeroed as stale"),
+            Expect(step=5, kind="extra", text="should have been zeroed as stale"),
+        ),
     ),
 )
