@@ -1,32 +1,30 @@
-"""A plain torchrun DDP training (gloo, CPU) with the hooks, one defect per ``--bug``.
+"""A plain torchrun DDP training (gloo, CPU) on :class:`DistributedRun`, one defect per ``--bug``.
 
 Run by ``test_torchrun_evidence.py`` as
 ``python -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 1
 torchrun_evidence.py RUN_DIR [--bug NAME]``.
 
-Every rank is a full DDP replica, so its own cell (rank 0 within it). Rank 0 hosts the
-driver and saves the checkpoint file (the usual DDP habit); every rank logs what it held
-at the save and what it loaded. In the first launch rank 1 is SIGKILLed in step 6 after
-its step; torchrun tears the job down and relaunches it, and the relaunch resumes from
-the latest complete checkpoint. The checkpoint code is the script's own (not the hooks'
-helpers), as a user's would be; the defects are in it.
+Every rank is a full DDP replica, so its own cell (rank 0 within it). ``DistributedRun``
+hosts the driver on rank 0; rank 0 writes the checkpoint file (the usual DDP habit) and
+every rank logs what it held at the save and what it loaded. In the first launch rank 1
+is SIGKILLed in step 6 after its step; torchrun tears the job down and relaunches it, and
+the relaunch resumes from the latest complete checkpoint. The defects are in the
+script's own code around the run, as a user's would be.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-from datetime import timedelta
+import gc
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-import ftaudit
-from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen
-from ftaudit.trainer_hooks import DriverSession, FaultSchedule, FaultSpec, ranks
-from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
+from ftaudit.trainer_hooks import FaultSchedule, FaultSpec
+from ftaudit.trainer_hooks.torch import DistributedRun, install_witnesses, sample_token_ids
 from tests.support.torch_models import lm_loss, make_model, tokens
 
 BUGS = (
@@ -37,177 +35,96 @@ BUGS = (
     "scheduler_not_restored",
     "head_frozen",
 )
-B, SEQ, PER_STEP, STEPS, EVERY, KILL_STEP, DATASET = 64, 6, 8, 8, 3, 6, 64
+B, SEQ, PER_RANK, STEPS, EVERY, KILL_STEP, DATASET = 64, 6, 4, 8, 3, 6, 64
 
 
-def latest_checkpoint(run_dir: str) -> CheckpointRef | None:
-    """The newest complete checkpoint the log holds (None: start fresh)."""
-    if not (Path(run_dir) / "events").is_dir():
-        return None
-    with ftaudit.connect(run_dir) as con:
-        row = con.execute(
-            "SELECT iteration, incarnation FROM checkpoint_saved WHERE complete "
-            "ORDER BY iteration DESC, incarnation DESC LIMIT 1"
-        ).fetchone()
-    return None if row is None else CheckpointRef(iteration=row[0], incarnation=row[1])
+class Warmup(torch.optim.lr_scheduler.LambdaLR):
+    """The script's own scheduler: linear warmup over 4 steps.
 
-
-def warmup(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 4))
-
-
-def broadcast(value: object) -> object:
-    box = [value]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def init_process_group() -> tuple[int, int]:
-    """``init_process_group("gloo")`` on a store prefixed by the torchrun restart round.
-
-    The rendezvous store outlives a restart; without the prefix a relaunched rank can
-    read the address its peer published in the killed round and fail to connect to it.
+    ``forgets_position`` is the ``scheduler_not_restored`` defect: an override of
+    ``load_state_dict`` that keeps the fresh position (written for another version of
+    the state), so a resumed run starts its warmup over.
     """
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store = dist.TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        world,
-        is_master=rank == 0 and not agent_store,
-        timeout=timedelta(seconds=300),
-    )
-    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    dist.init_process_group(
-        "gloo",
-        store=dist.PrefixStore(f"ftaudit/round{restart}", store),
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=300),
-    )
-    return rank, world
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, forgets_position: bool) -> None:
+        self.forgets_position = forgets_position
+        super().__init__(optimizer, lambda s: min(1.0, (s + 1) / 4))
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if not self.forgets_position:
+            super().load_state_dict(state_dict)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("run_dir")
-    parser.add_argument("--bug", choices=BUGS)
-    args = parser.parse_args()
-    bug, run_dir = args.bug, args.run_dir
-    torch.set_num_threads(1)
-    rank, world = init_process_group()
-
-    driver = None
-    if rank == 0:
-        driver = DriverSession.start(
-            run_dir,
-            buffer_size=B,
-            resume_from=latest_checkpoint(run_dir),
-            dataset_size=DATASET,
-            deterministic_order=True,
-        )
-        start = (driver.incarnation, driver.resume_from, driver.resume_stale_ids)
-    incarnation, resume, stale_at_resume = broadcast(start if rank == 0 else None)  # type: ignore[misc]
+def main(run_dir: Path, bug: str | None) -> None:
+    me = dist.get_rank()
 
     model = make_model(seed=0)  # every replica starts from the same weights
     install_witnesses(model, B, layers="layers")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    scheduler = warmup(optimizer)
+    scheduler = Warmup(optimizer, forgets_position=bug == "scheduler_not_restored")
     kill = FaultSpec(step=KILL_STEP, mode="sigkill", cell=1, at="after_step", incarnation=0)
-    hooks = TrainerHooks.attach(
+    run = DistributedRun.start(
         run_dir,
-        incarnation,
-        cell=rank,
-        rank=0,
-        model=model,
-        optimizer=optimizer,
+        model,  # DDP-wrapped below, after the load: each process is its own cell
+        optimizer,
+        buffer_size=B,
+        dataset_size=DATASET,
+        deterministic_order=True,
         faults=FaultSchedule(faults=(kill,)),
         stateful={"lr_scheduler": scheduler},
     )
-    ckpt_dir = Path(run_dir) / "checkpoints"
-    if resume is not None:
-        with hooks.step(resume.iteration, 0):
-            if not (bug == "restore_skipped" and rank == 1):
-                state = torch.load(
-                    ckpt_dir / f"{resume.iteration}.pt", map_location="cpu", weights_only=True
-                )
-                model.load_state_dict(state["model"])
-                optimizer.load_state_dict(state["optimizer"])
-                if bug != "scheduler_not_restored":
-                    scheduler.load_state_dict(state["scheduler"])
-                hooks.log_checksums(ChecksumWhen.AFTER_LOAD, checkpoint=resume)
-                hooks.clear_at_resume(stale_at_resume)
-            if bug == "head_frozen":
-                model.head.requires_grad_(False)  # a fine-tuning flag applied on resume
+    if run.resume is not None:
+        # restore_skipped: only the rank that wrote the file loads it (DDP is built after
+        # the load and broadcasts rank 0's weights, but not its optimizer or scheduler)
+        if not (bug == "restore_skipped" and me == 1):
+            run.load_checkpoint()
+        if bug == "head_frozen":
+            model.head.requires_grad_(False)  # a fine-tuning flag applied on resume
     ddp = DistributedDataParallel(model)
     corpus = tokens(DATASET, SEQ, seed=7)
 
-    first = resume.iteration + 1 if resume is not None else 0
     pending_save: int | None = None
-    for step in range(first, STEPS):
-        samples = list(range(step * PER_STEP, (step + 1) * PER_STEP))
-        info = driver.allocate(step, 0, samples) if driver is not None else None
-        ids, stale = broadcast((info.witness_ids, info.stale_ids) if info else None)  # type: ignore[misc]
-        part = slice(rank * PER_STEP // world, (rank + 1) * PER_STEP // world)
-        batch = corpus[[s % DATASET for s in samples[part]]]
-        with hooks.step(step, 0):
+    for step in range(run.first_step, STEPS):
+        first = (step * dist.get_world_size() + me) * PER_RANK  # contiguous blocks per rank
+        samples = list(range(first, first + PER_RANK))
+        info = run.allocate(step, 0, samples)
+        batch = corpus[[s % DATASET for s in samples]]
+        with run.hooks.step(step, 0):
             if not (bug == "zero_grad_skipped" and step % 2 == 1):
                 optimizer.zero_grad()
-            with hooks.batch(sample_token_ids(ids[part], SEQ)):
+            with run.hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
                 lm_loss(ddp(batch), batch).backward()  # DDP all-reduces the gradients here
-            hooks.before_optimizer_step()
+            run.hooks.before_optimizer_step()
             optimizer.step()
             if bug == "stepped_twice":
                 optimizer.step()
             scheduler.step()
-            hooks.after_optimizer_step(stale, checksum=True)
-            hooks.maybe_fault("after_step")
-        dist.barrier()
-        if driver is not None:
-            driver.end_attempt(step, 0, {c: ranks("normal") for c in range(world)})
+            run.hooks.after_optimizer_step(info.stale_ids, checksum=True)
+            run.hooks.maybe_fault("after_step")
+        run.end_attempt(step, 0)
         if pending_save is not None:
-            save(hooks, driver, pending_save, ckpt_dir, model, optimizer, scheduler)
+            run.save_checkpoint(checkpoint(run_dir, pending_save), pending_save)
             pending_save = None
         if (step + 1) % EVERY == 0:
             if bug == "checkpoint_late":
                 pending_save = step  # an asynchronous save that lands a step late
             else:
-                save(hooks, driver, step, ckpt_dir, model, optimizer, scheduler)
-    hooks.close()
-    dist.barrier()  # every writer closed before run_finished records their final heads
-    if driver is not None:
-        driver.finish()
-    dist.destroy_process_group()
+                run.save_checkpoint(checkpoint(run_dir, step), step)
+    run.finish()  # every writer closed before rank 0 records run_finished
 
 
-def save(
-    hooks: TrainerHooks,
-    driver: DriverSession | None,
-    iteration: int,
-    ckpt_dir: Path,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
-) -> None:
-    """Rank 0 writes the file; every rank logs what it held (so every loader compares)."""
-    ref = CheckpointRef(iteration=iteration, incarnation=hooks.run.incarnation)
-    with hooks.step(iteration, 0):
-        if driver is not None:
-            ckpt_dir.mkdir(parents=True, exist_ok=True)
-            state = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-            }
-            tmp = ckpt_dir / f".{iteration}.pt.tmp"
-            torch.save(state, tmp)
-            os.replace(tmp, ckpt_dir / f"{iteration}.pt")
-        hooks.log_checksums(ChecksumWhen.AT_SAVE, checkpoint=ref)
-        hooks.run.record_checkpoint(iteration, source=hooks.identity)
-    dist.barrier()
-    if driver is not None:
-        driver.record_checkpoint(iteration, path=str(ckpt_dir / f"{iteration}.pt"))
+def checkpoint(run_dir: Path, iteration: int) -> Path:
+    """One full file per checkpoint, written by rank 0 (every rank logs what it held)."""
+    return run_dir / "checkpoints" / f"{iteration}.pt"
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--bug", choices=BUGS)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    main(args.run_dir, args.bug)
+    gc.collect()  # free the DDP model (it holds the group) first: see examples/torchrun_ddp.py
+    dist.destroy_process_group()

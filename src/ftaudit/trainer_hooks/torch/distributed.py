@@ -17,7 +17,7 @@ the others waiting in a collective.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -36,6 +36,7 @@ from ftaudit.trainer_hooks.driver import DriverSession
 from ftaudit.trainer_hooks.faults import FaultSchedule
 from ftaudit.trainer_hooks.torch.cells import CellMap, Strategy
 from ftaudit.trainer_hooks.torch.state_io import Layout
+from ftaudit.trainer_hooks.torch.state_scalars import Stateful
 from ftaudit.trainer_hooks.torch.worker import TrainerHooks
 
 T = TypeVar("T")
@@ -118,6 +119,7 @@ class DistributedRun:
         config: dict[str, object] | None = None,
         faults: FaultSchedule | None = None,
         options: WriterOptions | None = None,
+        stateful: Mapping[str, Stateful] | None = None,
     ) -> DistributedRun:
         """Open this process's part of the run; every process of the group calls it.
 
@@ -125,6 +127,11 @@ class DistributedRun:
         latest complete checkpoint of the log; every rank then attaches as the trainer
         ``(cell, rank)`` of ``strategy`` (read from how ``model`` is wrapped when None).
         The run directory must be on a file system every process sees.
+
+        ``stateful`` registers this rank's objects whose ``state_dict()`` is part of the
+        training state (LR scheduler, grad scaler, sampler): hashed with the weights,
+        saved and loaded with each checkpoint, and a scheduler's ``last_epoch`` counted
+        (:class:`TrainerHooks`).
         """
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError(
@@ -162,6 +169,7 @@ class DistributedRun:
             optimizer=optimizer,
             faults=faults,
             options=options,
+            stateful=stateful,
         )
         places = _all_gather((cells.cell, cells.rank))
         if len(set(places)) != len(places):

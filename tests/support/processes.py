@@ -1,0 +1,39 @@
+"""Launching process trees (torchrun and its ranks) from tests without leaving orphans."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def run_group(
+    args: Sequence[str], *, timeout: float, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` in a new session and capture its output; on timeout, SIGKILL the
+    whole process group and fail with the output so far.
+
+    ``subprocess.run(timeout=)`` kills only the launcher: torchrun's ranks would live on
+    (a rank stuck at exit keeps a core busy for the rest of the session).
+    """
+    proc = subprocess.Popen(
+        args,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"{' '.join(args)} timed out after {timeout:.0f} s\n{out[-3000:]}{err[-3000:]}"
+        ) from None
+    return subprocess.CompletedProcess(list(args), proc.returncode, out, err)
