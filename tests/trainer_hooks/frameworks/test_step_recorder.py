@@ -16,7 +16,8 @@ import ftaudit
 from ftaudit.eventlog.events import RunStatus
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch import install_witnesses, sample_token_ids
-from ftaudit.trainer_hooks.torch.extra_state import object_hash, rng_hashes, set_rng_states
+from ftaudit.trainer_hooks.torch.checksums import object_hash
+from ftaudit.trainer_hooks.torch.extra_state import rng_hashes, set_rng_states
 from ftaudit.trainer_hooks.torch.extra_state import rng_states as current_rng
 from ftaudit.trainer_hooks.torch.indexed_data import (
     SAMPLE_INDEX_KEY,

@@ -7,8 +7,9 @@ import torch
 
 from ftaudit.eventlog.events import WHOLE_TAG
 from ftaudit.trainer_hooks.torch import install_witnesses, state_hashes, tensor_hash
-from ftaudit.trainer_hooks.torch.checksums import whole_digest
+from ftaudit.trainer_hooks.torch.checksums import object_hash, whole_digest
 from ftaudit.trainer_hooks.torch.dtensor import lane_sums
+from ftaudit.trainer_hooks.torch.state_scalars import group_hashes
 from tests.support.torch_models import lm_loss, make_model, tokens
 
 pytestmark = pytest.mark.torch
@@ -86,3 +87,15 @@ def test_save_load_and_heal_points_add_a_whole_tensor_digest_of_every_tensor() -
     sums = (lane_sums(weight[:rows], 0) + lane_sums(weight[rows:], rows * weight.shape[1])).tolist()
     assert digests["param/head.weight"] == whole_digest(weight, sums)
     assert digests["param/head.weight"] != digests["optim/head.weight/exp_avg"]
+
+
+def test_param_group_hashes_survive_a_betas_tuple_becoming_a_list() -> None:
+    # torch's set_state_dict hands Adam's betas back as a list: the value is unchanged
+    model = make_model()
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.99))
+    before = group_hashes(adam)
+    adam.param_groups[0]["betas"] = [0.9, 0.99]
+    assert group_hashes(adam) == before
+    adam.param_groups[0]["lr"] = 2e-3
+    assert group_hashes(adam)["group/0/lr"] != before["group/0/lr"]
+    assert object_hash(torch.zeros(2)) != object_hash(torch.zeros(3))

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
@@ -38,6 +40,42 @@ def value_hash(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return tensor_hash(value)
     return hashlib.blake2b(repr(value).encode(), digest_size=HASH_BYTES).hexdigest()
+
+
+def object_hash(value: object) -> str:
+    """A hash of a nested state value: dicts, sequences, tensors, arrays and scalars.
+
+    Dict keys are visited in sorted order and arrays by their exact bytes, so equal
+    states hash equal whatever their construction order, and no ``repr`` truncation
+    hides a difference in a large array. A tuple and a list of the same values hash
+    equal: a sequence's kind is not its value, and torch's ``get_state_dict`` /
+    ``set_state_dict`` round trip turns Adam's ``betas`` tuple into a list (torch 2.13).
+    """
+    h = hashlib.blake2b(digest_size=HASH_BYTES)
+    _feed(h, value)
+    return h.hexdigest()
+
+
+def _feed(h: Any, value: object) -> None:
+    if isinstance(value, torch.Tensor):
+        h.update(b"T" + tensor_hash(value).encode())
+    elif isinstance(value, np.ndarray):
+        h.update(f"A{value.dtype}|{value.shape}|".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, Mapping):
+        h.update(b"{")
+        for key in sorted(value, key=repr):
+            h.update(repr(key).encode() + b":")
+            _feed(h, value[key])
+        h.update(b"}")
+    elif isinstance(value, list | tuple):
+        h.update(b"[")
+        for item in value:
+            _feed(h, item)
+            h.update(b",")
+        h.update(b"]")
+    else:  # scalars, strings, None: repr is exact for these
+        h.update(f"{type(value).__name__}:{value!r}".encode())
 
 
 def unwrap(model: nn.Module) -> nn.Module:

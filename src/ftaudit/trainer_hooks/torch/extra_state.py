@@ -9,7 +9,6 @@ position come back as they were saved. Each is hashed here into the same
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -17,41 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ftaudit.trainer_hooks.torch.checksums import HASH_BYTES, tensor_hash
-
-
-def object_hash(value: Any) -> str:
-    """A hash of a nested state value: dicts, sequences, tensors, arrays and scalars.
-
-    Dict keys are visited in sorted order and arrays by their exact bytes, so equal
-    states hash equal whatever their construction order, and no ``repr`` truncation
-    hides a difference in a large array.
-    """
-    h = hashlib.blake2b(digest_size=HASH_BYTES)
-    _feed(h, value)
-    return h.hexdigest()
-
-
-def _feed(h: Any, value: Any) -> None:
-    if isinstance(value, torch.Tensor):
-        h.update(b"T" + tensor_hash(value).encode())
-    elif isinstance(value, np.ndarray):
-        h.update(f"A{value.dtype}|{value.shape}|".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, Mapping):
-        h.update(b"{")
-        for key in sorted(value, key=repr):
-            h.update(repr(key).encode() + b":")
-            _feed(h, value[key])
-        h.update(b"}")
-    elif isinstance(value, list | tuple):
-        h.update(b"[")
-        for item in value:
-            _feed(h, item)
-            h.update(b",")
-        h.update(b"]")
-    else:  # scalars, strings, None: repr is exact for these
-        h.update(f"{type(value).__name__}:{value!r}".encode())
+from ftaudit.trainer_hooks.torch.checksums import object_hash
 
 
 def rng_states() -> dict[str, Any]:
