@@ -119,14 +119,15 @@ def _train(
         for micro in range(2):
             first = step * 4 + micro * 2
             items = items_of[first : first + 2]
-            ids = recorder.allocate(step, items, ITEMS[items])
-            with recorder.batch(ids):
-                model(ITEMS[items]).pow(2).sum().backward()
+            recorder.begin_batch(step, items, ITEMS[items])
+            model(ITEMS[items]).pow(2).sum().backward()
+            recorder.end_batch()
         opt.step()
         opt.zero_grad()
         recorder.after_optimizer_step(step)
         recorder.end_step(step)
-        recorder.log_metrics(step, {"loss": 1.0 / (step + 1), "note": "text is skipped"})
+        metrics = {"loss": torch.tensor(1.0 / (step + 1)), "lr": 0.1, "note": "text", "on": True}
+        recorder.log_metrics(step, metrics)
 
 
 def _recorded_run(run: Path, resumed_reads: list[int]) -> None:
@@ -176,6 +177,9 @@ def test_a_shuffled_run_resumed_mid_epoch_verifies_strictly(tmp_path: Path) -> N
             "FROM witness_allocated a JOIN committed_steps c USING (incarnation, step)) r"
         ).fetchall()[0][0]
     assert positions == list(range(12))  # stream positions, though the items are shuffled
+    with ftaudit.connect(tmp_path / "run") as con:
+        names = con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()
+    assert names == [("loss",), ("lr",)]  # a 1-element tensor is a number; text, flags are not
 
 
 def test_a_resume_that_restarts_the_epoch_fails_ft008_naming_the_positions(

@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -52,7 +51,7 @@ from transformers.trainer_callback import ExportableState
 from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
-from ftaudit.trainer_hooks.torch.extra_state import prefixed_hashes, rng_hashes
+from ftaudit.trainer_hooks.torch.extra_state import restored_state_hashes
 from ftaudit.trainer_hooks.torch.indexed_data import (
     SAMPLE_INDEX_KEY,
     batch_inputs,
@@ -60,7 +59,7 @@ from ftaudit.trainer_hooks.torch.indexed_data import (
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import base_sampler, epoch_order
-from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, install_for_framework
+from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, resume_point
 
 
 class FtauditCallback(TrainerCallback, ExportableState):
@@ -105,7 +104,6 @@ class FtauditCallback(TrainerCallback, ExportableState):
         self._args: TrainingArguments | None = None
         self._scheduler: Any = None
         self._epoch = 0
-        self._ids = ExitStack()
         self._hook: Any = None
 
     # -- setup ---------------------------------------------------------------------------
@@ -128,11 +126,11 @@ class FtauditCallback(TrainerCallback, ExportableState):
                 f"Trainer would drop {SAMPLE_INDEX_KEY!r} from the batches (remove unused "
                 "columns from the dataset yourself)"
             )
-        witnesses = install_for_framework(model, self.buffer_size, self.layers)
-        self.recorder = StepRecorder(
+        self.recorder = StepRecorder.for_model(
+            model,
             self.run_dir,
             buffer_size=self.buffer_size,
-            witnesses=witnesses,
+            layers=self.layers,
             deterministic_order=self.deterministic_order,
             data_manifest=self.data_manifest,
             options=self.options,
@@ -154,14 +152,14 @@ class FtauditCallback(TrainerCallback, ExportableState):
         if model is None or optimizer is None:
             raise UsageError("FtauditCallback needs the Trainer's model and optimizer")
         self._state, self._args, self._scheduler = state, args, lr_scheduler
-        resumed = state.global_step > 0
+        resume_iteration, consumed = resume_point(state.global_step, _saved_consumed(state))
         recorder.start(
             model,
             optimizer,
-            resume_iteration=state.global_step - 1 if resumed else None,
+            resume_iteration=resume_iteration,
             extra_hashes=self._extra_hashes,
             dataset_size=self.dataset_size or len(train_dataloader.dataset),
-            consumed=_saved_consumed(state) if resumed else 0,
+            consumed=consumed,
             config={
                 "framework": "transformers",
                 "output_dir": args.output_dir,
@@ -175,15 +173,16 @@ class FtauditCallback(TrainerCallback, ExportableState):
         """Scheduler, RNG and data position: what a resume restores besides the weights."""
         args, state = self._args, self._state
         assert args is not None and state is not None
-        hashes = rng_hashes()
-        if self._scheduler is not None:
-            hashes.update(prefixed_hashes("sched", self._scheduler.state_dict()))
+        schedulers = {"sched": self._scheduler} if self._scheduler is not None else {}
         # the Trainer derives its data position from these (skip global_step's batches of
         # the epoch, shuffled by the seed): a resume must restore them
-        data = {"global_step": state.global_step, "epoch": state.epoch, "seed": args.seed}
-        data["data_seed"] = args.data_seed
-        hashes.update(prefixed_hashes("data", data))
-        return hashes
+        data = {
+            "global_step": state.global_step,
+            "epoch": state.epoch,
+            "seed": args.seed,
+            "data_seed": args.data_seed,
+        }
+        return restored_state_hashes(schedulers, data)
 
     # -- per step ------------------------------------------------------------------------
 
@@ -232,9 +231,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
         recorder, state = self._require(), self._state
         assert state is not None
         inputs = batch_inputs(kwargs, self.input_key, "FtauditCallback")
-        ids = recorder.allocate(state.global_step, items, inputs)
-        self._ids.close()  # the previous micro-batch's ids
-        self._ids.enter_context(recorder.batch(ids))
+        recorder.begin_batch(state.global_step, items, inputs)
         return args, kwargs
 
     def on_optimizer_step(
@@ -245,8 +242,9 @@ class FtauditCallback(TrainerCallback, ExportableState):
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        self._ids.close()
-        self._require().end_step(state.global_step - 1)
+        recorder = self._require()
+        recorder.end_batch()
+        recorder.end_step(state.global_step - 1)
 
     # -- checkpoints, metrics, end -------------------------------------------------------
 
@@ -273,7 +271,6 @@ class FtauditCallback(TrainerCallback, ExportableState):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        self._ids.close()
         self._require().finish()
 
     def _require(self) -> StepRecorder:
@@ -285,12 +282,10 @@ class FtauditCallback(TrainerCallback, ExportableState):
         return self.recorder
 
 
-def _saved_consumed(state: TrainerState) -> int:
-    """The stream positions the loaded checkpoint had consumed (saved by :meth:`state`)."""
+def _saved_consumed(state: TrainerState) -> int | None:
+    """The stream positions the loaded checkpoint had consumed (saved by :meth:`state` in
+    its ``trainer_state.json``), None where it holds none."""
     saved = (state.stateful_callbacks or {}).get(FtauditCallback.__name__)
     if not isinstance(saved, Mapping):
-        raise UsageError(
-            "FtauditCallback: the checkpoint's trainer_state.json holds no ftaudit stream "
-            "position (it was not saved with FtauditCallback): cannot continue the stream"
-        )
+        return None
     return int(saved["attributes"]["consumed"])

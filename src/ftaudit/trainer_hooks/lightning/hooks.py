@@ -40,8 +40,7 @@ and FT008 names them (items other than the declared order's, trained twice in th
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -51,8 +50,8 @@ from ftaudit.errors import UsageError
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import (
     portable_rng_states,
-    prefixed_hashes,
     restore_portable_rng_states,
+    restored_state_hashes,
     rng_hashes,
 )
 from ftaudit.trainer_hooks.torch.indexed_data import (
@@ -61,7 +60,7 @@ from ftaudit.trainer_hooks.torch.indexed_data import (
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import SamplerStream, base_sampler, epoch_order
-from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, install_for_framework
+from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, resume_point
 
 if TYPE_CHECKING:  # the same API in both packages
     import lightning.pytorch as pl
@@ -101,7 +100,6 @@ class FtauditHooks:
         self.data_manifest = data_manifest
         self.options = options
         self.recorder: StepRecorder | None = None
-        self._ids = ExitStack()
         self._step: int | None = None
         self._stepping = False
         self._pending_save: int | None = None
@@ -114,11 +112,11 @@ class FtauditHooks:
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit" or self.recorder is not None:
             return
-        witnesses = install_for_framework(pl_module, self.buffer_size, self.layers)
-        self.recorder = StepRecorder(
+        self.recorder = StepRecorder.for_model(
+            pl_module,
             self.run_dir,
             buffer_size=self.buffer_size,
-            witnesses=witnesses,
+            layers=self.layers,
             deterministic_order=self.deterministic_order,
             data_manifest=self.data_manifest,
             options=self.options,
@@ -128,14 +126,14 @@ class FtauditHooks:
         recorder = self._require()
         if len(trainer.optimizers) != 1:
             raise UsageError("FtauditCallback supports one optimizer (automatic optimization)")
-        resumed = trainer.global_step > 0
+        resume_iteration, consumed = resume_point(trainer.global_step, self._loaded_consumed)
         recorder.start(
             pl_module,
             trainer.optimizers[0],
-            resume_iteration=trainer.global_step - 1 if resumed else None,
+            resume_iteration=resume_iteration,
             extra_hashes=lambda: self._extra_hashes(trainer),
             dataset_size=self.dataset_size or _dataset_size(trainer),
-            consumed=self._resumed_consumed() if resumed else 0,
+            consumed=consumed,
             config={
                 "framework": "lightning",
                 "max_steps": trainer.max_steps,
@@ -143,23 +141,12 @@ class FtauditHooks:
             },
         )
 
-    def _resumed_consumed(self) -> int:
-        if self._loaded_consumed is None:
-            raise UsageError(
-                "FtauditCallback: the checkpoint holds no ftaudit stream position (it was "
-                "not saved with FtauditCallback): cannot continue the stream"
-            )
-        return self._loaded_consumed
-
     def _extra_hashes(self, trainer: pl.Trainer) -> dict[str, str]:
         """Schedulers, RNG and the loops' data position: restored besides the weights."""
-        hashes = rng_hashes()
-        for i, config in enumerate(trainer.lr_scheduler_configs):
-            hashes.update(prefixed_hashes(f"sched{i}", config.scheduler.state_dict()))
+        schedulers = {f"sched{i}": c.scheduler for i, c in enumerate(trainer.lr_scheduler_configs)}
         # Lightning derives the data position from these (a stateful loader adds its own)
         data = {"epoch": trainer.current_epoch, "global_step": trainer.global_step}
-        hashes.update(prefixed_hashes("data", data))
-        return hashes
+        return restored_state_hashes(schedulers, data)
 
     # -- per batch -----------------------------------------------------------------------
 
@@ -177,9 +164,7 @@ class FtauditHooks:
             _declare_order(recorder, trainer, len(items))
         self._step = trainer.global_step
         inputs = batch_inputs(batch, self.input_key, "FtauditCallback")
-        ids = recorder.allocate(self._step, items, inputs)
-        self._ids.close()
-        self._ids.enter_context(recorder.batch(ids))
+        recorder.begin_batch(self._step, items, inputs)
 
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
@@ -194,14 +179,14 @@ class FtauditHooks:
         batch: Any,
         batch_idx: int,
     ) -> None:
-        self._ids.close()
+        recorder = self._require()
+        recorder.end_batch()
         if not self._stepping or self._step is None:
             return  # an accumulating micro-batch: the step goes on
-        recorder = self._require()
         self._stepping = False
         recorder.after_optimizer_step(self._step)
         recorder.end_step(self._step)
-        recorder.log_metrics(self._step, _numbers(trainer.logged_metrics))
+        recorder.log_metrics(self._step, trainer.logged_metrics)
 
     # -- checkpoints and the end ---------------------------------------------------------
 
@@ -232,7 +217,6 @@ class FtauditHooks:
         self._mark_saved()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._ids.close()
         self._mark_saved()
         self._require().finish()
 
@@ -279,13 +263,3 @@ def _declare_order(recorder: StepRecorder, trainer: pl.Trainer, batch_size: int)
 def _checkpoint_dir(trainer: pl.Trainer) -> str:
     callback = trainer.checkpoint_callback
     return str(getattr(callback, "dirpath", "") or "")
-
-
-def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
-    out = {}
-    for name, value in values.items():
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            out[name] = float(value.item())
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[name] = float(value)
-    return out

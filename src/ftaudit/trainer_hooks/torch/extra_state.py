@@ -75,3 +75,16 @@ def prefixed_hashes(prefix: str, state: Mapping[str, Any]) -> dict[str, str]:
 def rng_hashes(states: Mapping[str, Any] | None = None) -> dict[str, str]:
     """``rng/<generator>`` hashes of ``states`` (default: the current ones)."""
     return prefixed_hashes("rng", rng_states() if states is None else states)
+
+
+def restored_state_hashes(
+    schedulers: Mapping[str, Any], data: Mapping[str, object]
+) -> dict[str, str]:
+    """What a resume restores besides model and optimizer, as hashes: the RNG states
+    (``rng/...``), each scheduler's state (``<name>/<key>``) and the framework's data
+    position (``data/<key>``)."""
+    hashes = rng_hashes()
+    for name, scheduler in schedulers.items():
+        hashes.update(prefixed_hashes(name, scheduler.state_dict()))
+    hashes.update(prefixed_hashes("data", data))
+    return hashes

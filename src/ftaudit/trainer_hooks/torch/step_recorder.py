@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -48,6 +48,24 @@ from ftaudit.trainer_hooks.torch.worker import TrainerHooks
 
 ATTEMPT = 0
 """Frameworks do not retry a step: each step has one attempt."""
+
+
+def resume_point(finished_steps: int, consumed: int | None) -> tuple[int | None, int]:
+    """``(resume_iteration, consumed)`` of a framework run that has ``finished_steps``.
+
+    Frameworks count finished optimizer steps, and the ftaudit step of an optimizer step
+    is that count before it: a run restored at ``G > 0`` finished steps resumed from
+    checkpoint iteration ``G - 1`` and continues the stream at the ``consumed`` positions
+    its checkpoint saved (None: the checkpoint holds none).
+    """
+    if finished_steps <= 0:
+        return None, 0
+    if consumed is None:
+        raise UsageError(
+            "FtauditCallback: the checkpoint holds no ftaudit stream position (it was not "
+            "saved with FtauditCallback): cannot continue the stream"
+        )
+    return finished_steps - 1, consumed
 
 
 def inner_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -100,6 +118,27 @@ class StepRecorder:
         self._last: WitnessInfo | None = None
         self._step_ids = (-1, 0)  # (step, ids allocated to it so far)
         self._pending_load = False
+        self._batch = ExitStack()  # the witness ids of the micro-batch in flight
+
+    @classmethod
+    def for_model(
+        cls,
+        model: nn.Module,
+        run_dir: str | os.PathLike[str],
+        *,
+        buffer_size: int,
+        layers: str | Sequence[str] | None,
+        deterministic_order: bool | None = None,
+        options: WriterOptions | None = None,
+    ) -> StepRecorder:
+        """A recorder for ``model``, its witnesses installed (once) on its layer stack."""
+        return cls(
+            run_dir,
+            buffer_size=buffer_size,
+            witnesses=install_for_framework(model, buffer_size, layers),
+            deterministic_order=deterministic_order,
+            options=options,
+        )
 
     # -- processes -----------------------------------------------------------------------
 
@@ -301,6 +340,22 @@ class StepRecorder:
         with self.witnesses.tokens(torch.as_tensor(list(witness_ids), dtype=torch.long)):
             yield
 
+    def begin_batch(
+        self, step: int, items: Sequence[int], inputs: torch.Tensor | None = None
+    ) -> None:
+        """*Collective.* :meth:`allocate` a micro-batch's ids; its forward and backward,
+        until :meth:`end_batch` or the next micro-batch, carry them.
+
+        For frameworks whose hooks see a micro-batch begin and end in separate calls.
+        """
+        ids = self.allocate(step, items, inputs)
+        self._batch.close()  # the previous micro-batch's ids
+        self._batch.enter_context(self.batch(ids))
+
+    def end_batch(self) -> None:
+        """The micro-batch begun by :meth:`begin_batch` is done (a no-op without one)."""
+        self._batch.close()
+
     def after_optimizer_step(self, step: int) -> None:
         """Snapshot the nonzero witness rows, then zero the stale slots of the step."""
         hooks = self._require()
@@ -322,12 +377,14 @@ class StepRecorder:
         self._last = None
 
     def log_metrics(self, step: int, values: Mapping[str, Any]) -> None:
-        """Rank 0's numeric metrics of ``step`` (the framework already reduced them)."""
+        """Rank 0's numeric metrics of ``step`` (the framework already reduced them).
+
+        Numbers and one-element tensors are kept; flags, text and the ``step`` entry
+        (the step is the event's own) are not metrics.
+        """
         if not self.is_driver or not self.started:
             return
-        numbers = {
-            k: float(v) for k, v in values.items() if isinstance(v, int | float) and k != "step"
-        }
+        numbers = {k: n for k, v in values.items() if k != "step" and (n := _number(v)) is not None}
         if numbers:
             with step_context(step, ATTEMPT):
                 self._require().log_metrics(numbers)
@@ -358,6 +415,7 @@ class StepRecorder:
 
     def finish(self, status: RunStatus = RunStatus.COMPLETED) -> None:
         """Close this rank's writers; rank 0 logs the end of the incarnation."""
+        self._batch.close()
         if self.hooks is not None:
             self.hooks.close()
         if self.driver is not None:
@@ -369,6 +427,14 @@ class StepRecorder:
         if self.hooks is None:
             raise RuntimeError("the ftaudit recorder was not started (no training began)")
         return self.hooks
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, torch.Tensor):
+        return float(value.item()) if value.numel() == 1 else None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def largest_layer_stack(model: nn.Module) -> str:
