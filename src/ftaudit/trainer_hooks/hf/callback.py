@@ -59,7 +59,11 @@ from ftaudit.trainer_hooks.torch.indexed_data import (
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import base_sampler, epoch_order
-from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, resume_point
+from ftaudit.trainer_hooks.torch.step_recorder import (
+    RecorderSettings,
+    StepRecorder,
+    resume_point,
+)
 
 
 class FtauditCallback(TrainerCallback, ExportableState):
@@ -91,14 +95,16 @@ class FtauditCallback(TrainerCallback, ExportableState):
         ``data_manifest``: the train dataset's manifest (``build_manifest(ds,
         field="input_ids")`` or an ``ftaudit manifest`` file): FT008 then checks every fed
         sample's content against its item, not only agreement."""
-        self.run_dir = run_dir
-        self.buffer_size = buffer_size
-        self.layers = layers
-        self.dataset_size = dataset_size
-        self.deterministic_order = deterministic_order
-        self.input_key = input_key
-        self.data_manifest = data_manifest
-        self.options = options
+        self.settings = RecorderSettings(
+            run_dir,
+            buffer_size,
+            layers=layers,
+            dataset_size=dataset_size,
+            deterministic_order=deterministic_order,
+            input_key=input_key,
+            data_manifest=data_manifest,
+            options=options,
+        )
         self.recorder: StepRecorder | None = None
         self._state: TrainerState | None = None
         self._args: TrainingArguments | None = None
@@ -126,15 +132,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
                 f"Trainer would drop {SAMPLE_INDEX_KEY!r} from the batches (remove unused "
                 "columns from the dataset yourself)"
             )
-        self.recorder = StepRecorder.for_model(
-            model,
-            self.run_dir,
-            buffer_size=self.buffer_size,
-            layers=self.layers,
-            deterministic_order=self.deterministic_order,
-            data_manifest=self.data_manifest,
-            options=self.options,
-        )
+        self.recorder = StepRecorder.for_model(model, self.settings)
         self._hook = model.register_forward_pre_hook(self._pre_forward, with_kwargs=True)
 
     def on_train_begin(
@@ -158,7 +156,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
             optimizer,
             resume_iteration=resume_iteration,
             extra_hashes=self._extra_hashes,
-            dataset_size=self.dataset_size or len(train_dataloader.dataset),
+            dataset_size=self.settings.dataset_size or len(train_dataloader.dataset),
             consumed=consumed,
             config={
                 "framework": "transformers",
@@ -189,7 +187,10 @@ class FtauditCallback(TrainerCallback, ExportableState):
     def state(self) -> dict[str, Any]:
         """Saved in each checkpoint's ``trainer_state.json``: the stream positions consumed."""
         consumed = self.recorder.consumed if self.recorder is not None else 0
-        args = {"run_dir": os.fspath(self.run_dir), "buffer_size": self.buffer_size}
+        args = {
+            "run_dir": os.fspath(self.settings.run_dir),
+            "buffer_size": self.settings.buffer_size,
+        }
         return {"args": args, "attributes": {"consumed": consumed}}
 
     def on_epoch_begin(
@@ -230,7 +231,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
             raise missing_index_error("FtauditCallback")
         recorder, state = self._require(), self._state
         assert state is not None
-        inputs = batch_inputs(kwargs, self.input_key, "FtauditCallback")
+        inputs = batch_inputs(kwargs, self.settings.input_key, "FtauditCallback")
         recorder.begin_batch(state.global_step, items, inputs)
         return args, kwargs
 

@@ -60,7 +60,11 @@ from ftaudit.trainer_hooks.torch.indexed_data import (
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import SamplerStream, base_sampler, epoch_order
-from ftaudit.trainer_hooks.torch.step_recorder import StepRecorder, resume_point
+from ftaudit.trainer_hooks.torch.step_recorder import (
+    RecorderSettings,
+    StepRecorder,
+    resume_point,
+)
 
 if TYPE_CHECKING:  # the same API in both packages
     import lightning.pytorch as pl
@@ -90,15 +94,17 @@ class FtauditHooks:
         data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
         options: WriterOptions | None = None,
     ) -> None:
-        self.run_dir = run_dir
-        self.buffer_size = buffer_size
-        self.layers = layers
-        self.dataset_size = dataset_size
-        self.deterministic_order = deterministic_order
+        self.settings = RecorderSettings(
+            run_dir,
+            buffer_size,
+            layers=layers,
+            dataset_size=dataset_size,
+            deterministic_order=deterministic_order,
+            input_key=input_key,
+            data_manifest=data_manifest,
+            options=options,
+        )
         self.sample_items = sample_items
-        self.input_key = input_key
-        self.data_manifest = data_manifest
-        self.options = options
         self.recorder: StepRecorder | None = None
         self._step: int | None = None
         self._stepping = False
@@ -112,15 +118,7 @@ class FtauditHooks:
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit" or self.recorder is not None:
             return
-        self.recorder = StepRecorder.for_model(
-            pl_module,
-            self.run_dir,
-            buffer_size=self.buffer_size,
-            layers=self.layers,
-            deterministic_order=self.deterministic_order,
-            data_manifest=self.data_manifest,
-            options=self.options,
-        )
+        self.recorder = StepRecorder.for_model(pl_module, self.settings)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         recorder = self._require()
@@ -132,7 +130,7 @@ class FtauditHooks:
             trainer.optimizers[0],
             resume_iteration=resume_iteration,
             extra_hashes=lambda: self._extra_hashes(trainer),
-            dataset_size=self.dataset_size or _dataset_size(trainer),
+            dataset_size=self.settings.dataset_size or _dataset_size(trainer),
             consumed=consumed,
             config={
                 "framework": "lightning",
@@ -163,7 +161,7 @@ class FtauditHooks:
             self._declared_epoch = trainer.current_epoch
             _declare_order(recorder, trainer, len(items))
         self._step = trainer.global_step
-        inputs = batch_inputs(batch, self.input_key, "FtauditCallback")
+        inputs = batch_inputs(batch, self.settings.input_key, "FtauditCallback")
         recorder.begin_batch(self._step, items, inputs)
 
     def on_before_optimizer_step(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,6 +49,26 @@ from ftaudit.trainer_hooks.torch.worker import TrainerHooks
 
 ATTEMPT = 0
 """Frameworks do not retry a step: each step has one attempt."""
+
+
+@dataclass(frozen=True)
+class RecorderSettings:
+    """What a framework callback is given: where and how its run is recorded."""
+
+    run_dir: str | os.PathLike[str]
+    buffer_size: int
+    layers: str | Sequence[str] | None = None
+    """The layer stack's path (None: the largest ``ModuleList``)."""
+    dataset_size: int | None = None
+    """The dataset's N (None: the train loader's dataset's length)."""
+    deterministic_order: bool | None = None
+    """Whether the data order is fixed (a hole or a changed order is then an error)."""
+    input_key: str | None = "input_ids"
+    """The input whose rows are fingerprinted per sample (None: none, FT008 cannot check
+    the items read)."""
+    data_manifest: DatasetManifest | str | os.PathLike[str] | None = None
+    """The training dataset's manifest (or its file): FT008 checks what was fed against it."""
+    options: WriterOptions | None = None
 
 
 def resume_point(finished_steps: int, consumed: int | None) -> tuple[int | None, int]:
@@ -121,23 +142,15 @@ class StepRecorder:
         self._batch = ExitStack()  # the witness ids of the micro-batch in flight
 
     @classmethod
-    def for_model(
-        cls,
-        model: nn.Module,
-        run_dir: str | os.PathLike[str],
-        *,
-        buffer_size: int,
-        layers: str | Sequence[str] | None,
-        deterministic_order: bool | None = None,
-        options: WriterOptions | None = None,
-    ) -> StepRecorder:
+    def for_model(cls, model: nn.Module, settings: RecorderSettings) -> StepRecorder:
         """A recorder for ``model``, its witnesses installed (once) on its layer stack."""
         return cls(
-            run_dir,
-            buffer_size=buffer_size,
-            witnesses=install_for_framework(model, buffer_size, layers),
-            deterministic_order=deterministic_order,
-            options=options,
+            settings.run_dir,
+            buffer_size=settings.buffer_size,
+            witnesses=install_for_framework(model, settings.buffer_size, settings.layers),
+            deterministic_order=settings.deterministic_order,
+            data_manifest=settings.data_manifest,
+            options=settings.options,
         )
 
     # -- processes -----------------------------------------------------------------------
