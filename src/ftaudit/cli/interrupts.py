@@ -57,6 +57,15 @@ MESSAGE = "error: interrupted"
 """The one line a command says when Ctrl-C stopped it."""
 
 
+def first_report() -> bool:
+    """True the first time a command tells of the interruption, False ever after: the
+    line is said once, whichever of the handler, ``abort`` or the entry point gets there."""
+    if STATE.reported:
+        return False
+    STATE.reported = True
+    return True
+
+
 def _on_sigint(signum: int, frame: object) -> None:
     STATE.fired.set()
     STATE.presses += 1
@@ -92,4 +101,4 @@ def ctrl_c_stops_duckdb() -> Iterator[None]:
         wake.close()
 
 
-__all__ = ["MESSAGE", "STATE", "ctrl_c_stops_duckdb", "interrupted"]
+__all__ = ["MESSAGE", "STATE", "ctrl_c_stops_duckdb", "first_report", "interrupted"]

@@ -46,12 +46,10 @@ def say(message: str) -> None:
 
 def abort(message: str, code: int) -> NoReturn:
     """Print ``error: MESSAGE`` as one line on stderr and exit with ``code``."""
-    from ftaudit.cli.interrupts import STATE
+    from ftaudit.cli.interrupts import first_report
 
-    if code == exit_codes.INTERRUPTED:
-        if STATE.reported:
-            raise typer.Exit(code)
-        STATE.reported = True
+    if code == exit_codes.INTERRUPTED and not first_report():
+        raise typer.Exit(code)
     say(f"error: {one_line(message)}")
     raise typer.Exit(code)
 
@@ -108,7 +106,7 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
     pass through; any other exception escaping a command (an import error in a broken
     install, a bug) becomes one line on stderr and exit code 2, never a traceback.
     """
-    from ftaudit.cli.interrupts import STATE, ctrl_c_stops_duckdb, interrupted
+    from ftaudit.cli.interrupts import MESSAGE, ctrl_c_stops_duckdb, first_report, interrupted
 
     with ctrl_c_stops_duckdb():
         try:
@@ -125,9 +123,8 @@ def run_app(app: typer.Typer, prog_name: str) -> None:
                 say(f"error: {one_line(internal_error(exc))}")
                 sys.exit(exit_codes.UNUSABLE)
     # Ctrl-C, wherever it landed (typer turns a KeyboardInterrupt into a silent exit 130)
-    if not STATE.reported:
-        STATE.reported = True
-        say("error: interrupted")
+    if first_report():
+        say(MESSAGE)
     sys.exit(exit_codes.INTERRUPTED)
 
 

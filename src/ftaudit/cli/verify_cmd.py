@@ -22,6 +22,7 @@ from ftaudit.cli.terminal import (
 
 if TYPE_CHECKING:
     from ftaudit.verifier.findings import Report
+    from ftaudit.verifier.seal import Seal
 
 
 class ReportFormat(StrEnum):
@@ -223,7 +224,7 @@ def _finish(
     raise typer.Exit(exit_codes.OK if report.passed(strict=strict) else exit_codes.VIOLATIONS)
 
 
-def _read_seal(path: Path, key: bytes | None):  # type: ignore[no-untyped-def]
+def _read_seal(path: Path, key: bytes | None) -> Seal:
     from ftaudit.verifier.seal import read_seal
 
     return read_seal(path, key)
