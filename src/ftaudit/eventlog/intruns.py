@@ -6,7 +6,7 @@ allocated, nonzero and stale id sets are a few runs even when they hold a millio
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -43,6 +43,14 @@ class IntRuns(BaseModel):
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [arr.size]))
         return cls(starts=arr[starts].tolist(), lengths=(ends - starts).tolist())
+
+    @classmethod
+    def from_column(cls, value: Mapping[str, list[int] | None] | None) -> IntRuns:
+        """An ``IntRuns`` column as DuckDB returns it (``{"starts": ..., "lengths": ...}``;
+        None for a null)."""
+        if value is None:
+            return cls()
+        return cls(starts=list(value["starts"] or []), lengths=list(value["lengths"] or []))
 
     @classmethod
     def from_ids(cls, values: Iterable[int]) -> IntRuns:

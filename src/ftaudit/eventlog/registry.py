@@ -7,6 +7,7 @@ A registered type gets its own columns in segments and its own SQL view, named b
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -77,7 +78,7 @@ class EventRegistry:
     def __getitem__(self, name: str) -> EventType:
         return self._types[name]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[EventType]:
         return iter(self._types.values())
 
     def __contains__(self, name: object) -> bool:

@@ -21,6 +21,7 @@ from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
+    from ftaudit.eventlog.reader import RunScan
     from ftaudit.verifier.incremental import IncrementalScope
 
 StepKey = tuple[int, int, int]
@@ -129,12 +130,6 @@ def runs_at(runs: IntRuns, offsets: np.ndarray) -> np.ndarray:
     return np.asarray(runs.starts, dtype=np.int64)[run] + (offsets - firsts[run])
 
 
-def _runs(value: dict[str, list[int]] | None) -> IntRuns:
-    if value is None:
-        return IntRuns()
-    return IntRuns(starts=list(value["starts"] or []), lengths=list(value["lengths"] or []))
-
-
 class RunContext:
     """The run as the rules see it: history, incarnations, allocations.
 
@@ -186,10 +181,12 @@ class RunContext:
         return first >= self.since
 
     @property
-    def scan(self):  # type: ignore[no-untyped-def]
+    def scan(self) -> RunScan:
         return self.session.scan
 
-    def rows(self, sql: str, params: list[Any] | tuple[Any, ...] = (), *, label: str = "") -> list:
+    def rows(
+        self, sql: str, params: list[Any] | tuple[Any, ...] = (), *, label: str = ""
+    ) -> list[dict[str, Any]]:
         return self.session.rows(sql, params, label=label)
 
     @cached_property
@@ -274,9 +271,9 @@ class RunContext:
                 attempt=r["attempt"],
                 num_ids=r["num_ids"],
                 counter_after=r["counter_after"],
-                witness_ids=_runs(r["witness_ids"]),
-                sample_indices=_runs(r["sample_indices"]),
-                stale_ids=_runs(r["stale_ids"]),
+                witness_ids=IntRuns.from_column(r["witness_ids"]),
+                sample_indices=IntRuns.from_column(r["sample_indices"]),
+                stale_ids=IntRuns.from_column(r["stale_ids"]),
                 seq=r["seq"],
                 writer=r["writer"],
                 segment=r["segment"],

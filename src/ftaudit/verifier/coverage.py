@@ -89,8 +89,8 @@ def snapshot_groups(ctx: RunContext) -> dict[StepKey, list[SnapshotGroup]]:
     for r in ctx.rows(SNAPSHOT_GROUPS, label="witness snapshots"):
         group = SnapshotGroup(
             key=(r["incarnation"], r["step"], r["attempt"]),
-            nonzero=_spans(r["nonzero_ids"]),
-            stale=_spans(r["stale_ids"]),
+            nonzero=Spans.from_column(r["nonzero_ids"]),
+            stale=Spans.from_column(r["stale_ids"]),
             members=tuple(zip(r["cells"], r["ranks"], r["instances"], strict=True)),
             segment=r["segment"],
         )
@@ -349,10 +349,3 @@ def step_coverage(ctx: RunContext) -> list[StepCoverage]:
             )
         )
     return out
-
-
-def _spans(value: dict[str, list[int]] | None) -> Spans:
-    if not value or not value["starts"]:
-        return Spans.empty()
-    starts = np.asarray(value["starts"], dtype=np.int64)
-    return Spans.of(starts, starts + np.asarray(value["lengths"], dtype=np.int64))

@@ -79,12 +79,6 @@ class LoaderStateRecord:
     seed: int | None
 
 
-def _runs(value: dict[str, list[int]] | None) -> IntRuns:
-    if value is None:
-        return IntRuns()
-    return IntRuns(starts=list(value["starts"] or []), lengths=list(value["lengths"] or []))
-
-
 def load_fed(ctx: RunContext) -> FedSamples:
     rows = ctx.rows(
         """SELECT incarnation, step, attempt, cell, source_rank AS rank, sample_indices,
@@ -95,7 +89,7 @@ def load_fed(ctx: RunContext) -> FedSamples:
     keys: dict[StepKey, int] = {}
     parts: dict[str, list[np.ndarray]] = defaultdict(list)
     for r in rows:
-        positions = _runs(r["sample_indices"]).to_array()
+        positions = IntRuns.from_column(r["sample_indices"]).to_array()
         n = positions.size
         fps = np.asarray(r["fingerprints"] or [], dtype=np.int64)
         items = np.asarray(r["items"] or [], dtype=np.int64)

@@ -16,6 +16,16 @@ MAX_IDS = 200
 """A violation lists at most this many ids; ``id_count`` says how many there were."""
 
 
+def name_list(names: Sequence[str | None], limit: int = 8) -> str:
+    """``[a, b, ... N more]``: the first ``limit`` names of a violation's message.
+
+    A damaged segment can decode a tensor name as NULL: it is shown, not a crash.
+    """
+    shown = ["<unnamed>" if n is None else n for n in names[:limit]]
+    more = f", ... {len(names) - limit} more" if len(names) > limit else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
 @dataclass(frozen=True)
 class RuleOutcome:
     """What one rule found: how many things it looked at, and what was wrong."""

@@ -8,7 +8,7 @@ from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.restore_layouts import RestoreLayouts
-from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
 EVENTS = """
     CREATE OR REPLACE TEMP VIEW _ft006_events AS
@@ -204,7 +204,7 @@ class Checksums(Rule):
                 detail += "; " if detail else ""
                 detail += (
                     f"{len(uncompared)} tensor(s) have no hash that both layouts log "
-                    f"{_names(uncompared)} (log checksums with whole-tensor digests)"
+                    f"{name_list(uncompared)} (log checksums with whole-tensor digests)"
                 )
             if not detail:
                 continue
@@ -263,11 +263,11 @@ def _diff_text(
 ) -> str:
     parts = []
     if differ:
-        parts.append(f"{len(differ)} tensor(s) hash differently {_names(differ)}")
+        parts.append(f"{len(differ)} tensor(s) hash differently {name_list(differ)}")
     if only_mine:
-        parts.append(f"{len(only_mine)} tensor(s) only in {mine} {_names(only_mine)}")
+        parts.append(f"{len(only_mine)} tensor(s) only in {mine} {name_list(only_mine)}")
     if only_ref:
-        parts.append(f"{len(only_ref)} tensor(s) only in {ref} {_names(only_ref)}")
+        parts.append(f"{len(only_ref)} tensor(s) only in {ref} {name_list(only_ref)}")
     return "; ".join(parts)
 
 
@@ -281,10 +281,3 @@ def _where(r: dict[str, Any]) -> Location:
         rank=r["rank"],
         segment=r["segment"],
     )
-
-
-def _names(names: list[str | None], limit: int = 8) -> str:
-    # a damaged segment can decode a tensor name as NULL: name it, do not crash on it
-    shown = ["<unnamed>" if n is None else n for n in names[:limit]]
-    more = f", ... {len(names) - limit} more" if len(names) > limit else ""
-    return "[" + ", ".join(shown) + more + "]"

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location
-from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
 ENGINE_DIFFS = """
     WITH e AS (
@@ -77,16 +77,18 @@ class EngineChecksums(Rule):
         for r in ctx.rows(ENGINE_DIFFS, label="FT007 engines"):
             parts = []
             if r["differ"]:
-                parts.append(f"{len(r['differ'])} tensor(s) hash differently {_names(r['differ'])}")
+                parts.append(
+                    f"{len(r['differ'])} tensor(s) hash differently {name_list(r['differ'])}"
+                )
             if r["only_mine"]:
                 parts.append(
                     f"{len(r['only_mine'])} tensor(s) only on engine {r['engine']} "
-                    f"{_names(r['only_mine'])}"
+                    f"{name_list(r['only_mine'])}"
                 )
             if r["only_ref"]:
                 parts.append(
                     f"{len(r['only_ref'])} tensor(s) missing on engine {r['engine']} "
-                    f"{_names(r['only_ref'])}"
+                    f"{name_list(r['only_ref'])}"
                 )
             sync = "the initial sync" if r["step"] is None else f"the sync of step {r['step']}"
             out.append(
@@ -101,8 +103,3 @@ class EngineChecksums(Rule):
                 )
             )
         return RuleOutcome(checked, tuple(out))
-
-
-def _names(names: list[str], limit: int = 8) -> str:
-    more = f", ... {len(names) - limit} more" if len(names) > limit else ""
-    return "[" + ", ".join(names[:limit]) + more + "]"
