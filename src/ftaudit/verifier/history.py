@@ -171,21 +171,39 @@ def collect(run: str | os.PathLike[str] | Session) -> RunHistory:
 def _collect(session: Session) -> RunHistory:
     ctx = RunContext(session)
     pic = RunHistory(run_dir=os.fspath(session.run_dir), buffer_size=ctx.buffer_size)
-    rows = session.rows
-    # attempts: every (incarnation, step, attempt) any event names, with the driver's verdict
+    pic.attempts = _attempts(ctx)
+    pic.incarnations = _incarnations(ctx, pic.attempts)
+    pic.faults = _faults(ctx)
+    pic.checkpoints = _checkpoints(ctx, pic.incarnations)
+    pic.reconfigs = _reconfigs(ctx)
+    pic.cells = tuple(
+        sorted(
+            {c.cell for a in pic.attempts for c in a.cells}
+            | {f.cell for f in pic.faults if f.cell is not None}
+            | {c for r in pic.reconfigs for c in (*r.alive_cells, *r.healed_cells)}
+        )
+    )
+    pic.metrics = _metrics(ctx, {a.key: a.status for a in pic.attempts})
+    pic.coverage = step_coverage(ctx)
+    return pic
+
+
+def _attempts(ctx: RunContext) -> list[AttemptInfo]:
+    """Every (incarnation, step, attempt) any event names, with the driver's verdict."""
     decisions: dict[AttemptKey, tuple[CellState, ...]] = {}
-    for r in rows(
+    for r in ctx.rows(
         "SELECT incarnation, step, attempt, cells FROM attempt_end ORDER BY seq",
         label="attempt ends",
     ):
         decisions[(r["incarnation"], r["step"], r["attempt"])] = _cells(r["cells"])
-    for r in rows(
+    for r in ctx.rows(
         "SELECT incarnation, step, accepted_attempt AS attempt, cells FROM step_end ORDER BY seq",
         label="step ends",
     ):
         decisions.setdefault((r["incarnation"], r["step"], r["attempt"]), _cells(r["cells"]))
     resumed = {n: i.resumed_iteration for n, i in ctx.incarnations.items()}
-    for r in rows(
+    out = []
+    for r in ctx.rows(
         "SELECT incarnation, step, attempt, status FROM timeline "
         "ORDER BY incarnation, step, attempt",
         label="timeline",
@@ -194,21 +212,23 @@ def _collect(session: Session) -> RunHistory:
         after = resumed.get(key[0])
         if after is not None and key[1] <= after and key not in decisions:
             continue  # a restore's bookkeeping (checksums after load), not a training step
-        pic.attempts.append(AttemptInfo(*key, r["status"], decisions.get(key, ())))
-    cells = {c.cell for a in pic.attempts for c in a.cells}
+        out.append(AttemptInfo(*key, r["status"], decisions.get(key, ())))
+    return out
 
-    # incarnations
+
+def _incarnations(ctx: RunContext, attempts: list[AttemptInfo]) -> list[IncarnationInfo]:
     finished = {
         r["incarnation"]: r["status"]
-        for r in rows(
+        for r in ctx.rows(
             "SELECT incarnation, max(status) AS status FROM run_finished GROUP BY incarnation",
             label="run finished",
         )
     }
-    lineage = {a.incarnation for a in pic.attempts if a.status == "committed"}
+    lineage = {a.incarnation for a in attempts if a.status == "committed"}
+    out = []
     for number, inc in sorted(ctx.incarnations.items()):
-        steps = [a.step for a in pic.attempts if a.incarnation == number]
-        pic.incarnations.append(
+        steps = [a.step for a in attempts if a.incarnation == number]
+        out.append(
             IncarnationInfo(
                 number=number,
                 resumed_iteration=inc.resumed_iteration,
@@ -219,36 +239,40 @@ def _collect(session: Session) -> RunHistory:
                 in_lineage=number in lineage,
             )
         )
+    return out
 
-    for r in rows(
-        "SELECT incarnation, step, attempt, mode, target, cell FROM fault_injected "
-        "ORDER BY incarnation, step NULLS LAST, ts",
-        label="faults",
-    ):
-        pic.faults.append(
-            FaultInfo(r["incarnation"], r["step"], r["attempt"], r["mode"], r["target"], r["cell"])
+
+def _faults(ctx: RunContext) -> list[FaultInfo]:
+    return [
+        FaultInfo(r["incarnation"], r["step"], r["attempt"], r["mode"], r["target"], r["cell"])
+        for r in ctx.rows(
+            "SELECT incarnation, step, attempt, mode, target, cell FROM fault_injected "
+            "ORDER BY incarnation, step NULLS LAST, ts",
+            label="faults",
         )
-        if r["cell"] is not None:
-            cells.add(r["cell"])
+    ]
 
+
+def _checkpoints(ctx: RunContext, incarnations: list[IncarnationInfo]) -> list[CheckpointInfo]:
+    """The complete checkpoints, each with the incarnations that resumed from it."""
     resumed_by: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for inc in pic.incarnations:
+    for inc in incarnations:
         if inc.resumed_iteration is not None and inc.resumed_incarnation is not None:
             resumed_by[(inc.resumed_iteration, inc.resumed_incarnation)].append(inc.number)
-    for r in rows(
+    out = []
+    for r in ctx.rows(
         "SELECT DISTINCT iteration, incarnation FROM checkpoints WHERE complete "
         "ORDER BY incarnation, iteration",
         label="checkpoints",
     ):
         key = (r["iteration"], r["incarnation"])
-        pic.checkpoints.append(CheckpointInfo(*key, tuple(resumed_by.get(key, ()))))
+        out.append(CheckpointInfo(*key, tuple(resumed_by.get(key, ()))))
+    return out
 
-    for r in rows(
-        "SELECT incarnation, step, quorum_id, heal_source, healed_cells, alive_cells "
-        "FROM cell_reconfigured ORDER BY incarnation, seq",
-        label="reconfigurations",
-    ):
-        info = ReconfigInfo(
+
+def _reconfigs(ctx: RunContext) -> list[ReconfigInfo]:
+    return [
+        ReconfigInfo(
             r["incarnation"],
             r["step"],
             r["quorum_id"],
@@ -256,24 +280,27 @@ def _collect(session: Session) -> RunHistory:
             tuple(r["healed_cells"] or ()),
             tuple(r["alive_cells"] or ()),
         )
-        pic.reconfigs.append(info)
-        cells.update(info.alive_cells, info.healed_cells)
-    pic.cells = tuple(sorted(cells))
+        for r in ctx.rows(
+            "SELECT incarnation, step, quorum_id, heal_source, healed_cells, alive_cells "
+            "FROM cell_reconfigured ORDER BY incarnation, seq",
+            label="reconfigurations",
+        )
+    ]
 
-    # metrics: one point per attempt and name, the mean over the writers that logged it
+
+def _metrics(ctx: RunContext, status: dict[AttemptKey, str]) -> dict[str, list[MetricPoint]]:
+    """One point per attempt and name: the mean over the writers that logged it."""
     values: dict[tuple[str, AttemptKey], list[float]] = defaultdict(list)
-    status = {a.key: a.status for a in pic.attempts}
-    for r in rows(
+    for r in ctx.rows(
         "SELECT incarnation, step, attempt, name, value FROM metrics "
         "WHERE step IS NOT NULL AND attempt IS NOT NULL "
         "ORDER BY name, incarnation, step, attempt, writer",
         label="metrics",
     ):
         values[(r["name"], (r["incarnation"], r["step"], r["attempt"]))].append(r["value"])
+    out: dict[str, list[MetricPoint]] = {}
     for (name, key), vals in values.items():
-        pic.metrics.setdefault(name, []).append(
+        out.setdefault(name, []).append(
             MetricPoint(*key, status.get(key, "unknown"), _mean(vals), len(vals))
         )
-
-    pic.coverage = step_coverage(ctx)
-    return pic
+    return out
