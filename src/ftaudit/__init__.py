@@ -18,8 +18,8 @@ def connect(run_dir: str | os.PathLike[str], *, sandbox: bool = True) -> duckdb.
     """A DuckDB connection over a run: a view per event type, ``events``, ``metrics``, the
     checkpoint views, the data-identity views (``manifest_items``, ``fed_samples``,
     ``fed_content``: the run's dataset manifests are loaded too) and the committed-history
-    views (``committed_steps``, ``timeline``, ``lineage``, ``incarnations``,
-    ``abandoned_events``).
+    views (``committed_steps``, ``committed_metrics``, ``timeline``, ``lineage``,
+    ``incarnations``, ``abandoned_events``).
 
     Sandboxed by default: the run is loaded into memory and every file access is then
     refused (no ``COPY``, ``read_csv``, ``glob``, ``ATTACH``). Pass ``sandbox=False`` to

@@ -1,7 +1,7 @@
 """The metrics of a run's committed history, and their CSV form.
 
 A metric belongs to the committed history when its (incarnation, step, attempt) is a
-committed step attempt (the ``committed_steps`` view): values logged by a retried attempt,
+committed step attempt (the ``committed_metrics`` view): values logged by a retried attempt,
 by steps a crashed incarnation ran after the checkpoint the next one resumed from, or
 outside any step are left out.
 """
@@ -15,12 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 COMMITTED_METRICS = """
-    SELECT m.incarnation, m.step, m.attempt, m.name, m.value, m.source_kind,
-           m.cell, m.rank, epoch_us(m.ts) / 1e6 AS wall_time
-    FROM metrics m
-    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps) c
-      USING (incarnation, step, attempt)
-    ORDER BY m.step, m.name, m.source_kind, m.cell NULLS FIRST, m.rank NULLS FIRST, m.seq"""
+    SELECT incarnation, step, attempt, name, value, source_kind, cell, rank,
+           epoch_us(ts) / 1e6 AS wall_time
+    FROM committed_metrics
+    ORDER BY step, name, source_kind, cell NULLS FIRST, rank NULLS FIRST, seq"""
 """Every metric value of a committed step attempt, in step order."""
 
 

@@ -24,11 +24,7 @@ from typing import Any
 from ftaudit.verifier.session import Session
 
 COMMITTED_METRICS = """
-    SELECT m.step, m.name, m.value
-    FROM metrics m
-    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps) c
-      USING (incarnation, step, attempt)
-    ORDER BY m.step, m.name, m.writer, m.seq"""
+    SELECT step, name, value FROM committed_metrics ORDER BY step, name, writer, seq"""
 """Every metric value logged in an attempt of the committed history."""
 
 

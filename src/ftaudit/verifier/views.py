@@ -1,6 +1,7 @@
-"""The committed-history views: ``lineage``, ``committed_steps``, ``timeline``,
-``abandoned_events``. All history DDL of the verifier is here, as constant SQL (no values
-are pasted in), so a user's ``ftaudit sql`` and the rules see exactly the same history.
+"""The committed-history views: ``lineage``, ``committed_steps``, ``committed_metrics``,
+``timeline``, ``abandoned_events``. All history DDL of the verifier is here, as constant
+SQL (no values are pasted in), so a user's ``ftaudit sql`` and the rules see exactly the
+same history.
 
 Committed history (SPEC §1): start from the last incarnation; it contributes its accepted
 attempts after its resume point; then the incarnation that saved the checkpoint it
@@ -49,6 +50,12 @@ HISTORY_VIEWS: dict[str, str] = {
         FROM step_end s JOIN lineage l ON s.incarnation = l.incarnation
         WHERE s.step > coalesce(l.after_step, -1)
           AND (l.up_to_step IS NULL OR s.step <= l.up_to_step)""",
+    # Every metric value of a committed step attempt: values of retried attempts and of
+    # rolled-back steps are left out (what `ftaudit export` writes and `compare` compares).
+    "committed_metrics": """
+        SELECT m.* FROM metrics m
+        JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps) c
+          USING (incarnation, step, attempt)""",
     # Every (incarnation, step, attempt) any event mentions, and what became of it:
     # committed, retried (the driver tried again), rolled_back (accepted, but a later
     # incarnation resumed from an earlier checkpoint) or unfinished (no step end).
