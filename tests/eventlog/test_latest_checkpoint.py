@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ftaudit.eventlog import (
     CheckpointRef,
+    ResumeIndex,
     RunLog,
     Trainer,
     complete_checkpoints,
@@ -43,3 +44,6 @@ def test_latest_is_the_last_saved_not_the_highest_iteration(tmp_path: Path) -> N
     assert [c.ref.iteration for c in complete_checkpoints(root)] == [1, 3, 2]
     assert find_checkpoint(root, 3) == CheckpointRef(iteration=3, incarnation=0)
     assert find_checkpoint(root, 4) is None
+    _incarnation(root, [3], resume_from=2)  # iteration 3 saved again by incarnation 3
+    at3 = ResumeIndex.open(root).complete_at(3)
+    assert at3 is not None and (at3.ref.incarnation, at3.path) == (3, "ckpt/3")

@@ -152,10 +152,15 @@ class ResumeIndex:
             default=None,
         )
 
-    def checkpoint_at(self, iteration: int) -> CheckpointRef | None:
+    def complete_at(self, iteration: int) -> CompleteCheckpoint | None:
         """The newest complete checkpoint at ``iteration`` (highest incarnation), if any."""
-        found = [c.ref for c in self.checkpoints if c.ref.iteration == iteration]
-        return max(found, key=lambda ref: ref.incarnation, default=None)
+        found = [c for c in self.checkpoints if c.ref.iteration == iteration]
+        return max(found, key=lambda c: c.ref.incarnation, default=None)
+
+    def checkpoint_at(self, iteration: int) -> CheckpointRef | None:
+        """The reference of :meth:`complete_at`."""
+        found = self.complete_at(iteration)
+        return found.ref if found is not None else None
 
     def highest_counter(self) -> int:
         """The highest ``counter_after`` ever logged, across every incarnation (0 if none)."""

@@ -294,10 +294,10 @@ def _resume_point(index: ResumeIndex, resume: Resume) -> CompleteCheckpoint | No
         return None
     if resume == "latest":
         return index.latest_checkpoint()
-    found = [c for c in index.checkpoints if c.ref.iteration == resume]
-    if not found:
+    found = index.complete_at(resume)
+    if found is None:
         raise UsageError(f"{index.run_dir}: no complete checkpoint at iteration {resume}")
-    return max(found, key=lambda c: c.ref.incarnation)
+    return found
 
 
 def _indices(values: Sequence[int] | np.ndarray | torch.Tensor) -> np.ndarray:
