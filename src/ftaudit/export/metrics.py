@@ -46,10 +46,18 @@ def _source(kind: str, cell: int | None, rank: int | None) -> str:
 
 def committed_metrics(run_dir: str | os.PathLike[str]) -> list[CommittedMetric]:
     """The committed metrics of the run at ``run_dir`` (raises ``UnusableInputError``)."""
+    import duckdb
+
     import ftaudit
+    from ftaudit.errors import UnusableInputError
 
     with ftaudit.connect(run_dir, sandbox=True) as con:
-        rows = con.execute(COMMITTED_METRICS).fetchall()
+        try:
+            rows = con.execute(COMMITTED_METRICS).fetchall()
+        except duckdb.Error as exc:  # a segment that loads but cannot be queried
+            raise UnusableInputError(
+                f"{os.fspath(run_dir)}: cannot read the committed metrics: {exc}"
+            ) from None
     metrics = [
         CommittedMetric(
             step=int(step),
