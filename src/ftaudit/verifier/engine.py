@@ -14,7 +14,7 @@ from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation
 from ftaudit.verifier.incremental import IncrementalScope
-from ftaudit.verifier.incremental import select as select_window
+from ftaudit.verifier.incremental import select as select_scope
 from ftaudit.verifier.rules import RULES
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
 from ftaudit.verifier.session import Session
@@ -77,39 +77,39 @@ def verify(
     run_dir = run
     if progress:
         progress(f"reading {os.fspath(run_dir)}")
-    window: IncrementalScope | None = None
+    scope: IncrementalScope | None = None
     if since_step is not None and since_step > 0:
-        scan, window = select_window(run_dir, since_step)
-        opened = Session.open(run_dir, scan=scan, head_only=window.head_only)
+        scan, scope = select_scope(run_dir, since_step)
+        opened = Session.open(run_dir, scan=scan, head_only=scope.head_only)
         if progress:
             progress(
                 f"incremental from step {since_step}: {len(scan.segments)} of "
-                f"{window.total_segments} segments (events from step {window.lookback})"
+                f"{scope.total_segments} segments (events from step {scope.lookback})"
             )
     else:
         opened = Session.open(run_dir)
     with opened as session:
-        report = check_session(session, rules, window, progress, data_manifests, anchors)
+        report = check_session(session, rules, scope, progress, data_manifests, anchors)
     return Report(run_dir=os.fspath(run_dir), results=report.results)
 
 
 def check_session(
     session: Session,
     rules: list[Rule],
-    window: IncrementalScope | None,
+    scope: IncrementalScope | None,
     progress: Callable[[str], None] | None,
     data_manifests: Sequence[str | os.PathLike[str]],
     anchors: Anchors,
 ) -> Report:
     """Run ``rules`` over an opened session."""
-    ctx = RunContext(session, window, data_manifests, anchors)
+    ctx = RunContext(session, scope, data_manifests, anchors)
     results = []
     for rule in rules:
         if progress:
             progress(f"{rule.code} {rule.name}")
         started = time.perf_counter()
         outcome = rule.check(ctx)
-        if window is not None:
+        if scope is not None:
             kept = tuple(v for v in outcome.violations if _is_new(ctx, v))
             outcome = RuleOutcome(outcome.checked, kept, outcome.note, outcome.counts)
         results.append(
