@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from tests.support.builder import DISCARDED, ERRORED, HEAD, NORMAL, TAIL, RunBuilder
 from tests.verifier.rules.case import Build, Case, Expect
-from tests.verifier.rules.recipes import crashed_after_step_2, restart_ok, retried, threes
+from tests.verifier.rules.recipes import (
+    clean_run,
+    crashed_after_step_2,
+    restart_ok,
+    retried,
+    threes,
+)
 
 RULE = "FT004"
 
@@ -125,13 +133,6 @@ def head_tail_separate(b: RunBuilder) -> None:
     run.snapshot(0, [0, 1, 2], instance=HEAD)
     run.snapshot(0, [0, 1], instance=TAIL)
     run.step_end(0)
-    run.finish()
-
-
-def ring_wrap_ok(b: RunBuilder) -> None:
-    run = b.start()
-    for step in range(8):
-        run.train(step, threes(step))
     run.finish()
 
 
@@ -375,7 +376,7 @@ CASES: tuple[Case, ...] = (
         head_tail_separate,
         (Expect(ids=(2,), instance=TAIL),),
     ),
-    Case("ring wrap with B=10 passes", ring_wrap_ok, B=10),
+    Case("ring wrap with B=10 passes", partial(clean_run, steps=8), B=10),
     Case(
         "ring wrap with B=10 and an id truly missing",
         ring_wrap_missing,

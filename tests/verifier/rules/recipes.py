@@ -46,13 +46,20 @@ def restart_ok(b: RunBuilder) -> None:
     again.finish()
 
 
-def three_steps(b: RunBuilder) -> None:
-    """A clean run of three steps, one flush (one segment per writer) a step."""
+def clean_run(b: RunBuilder, steps: int, *, flush: bool = False) -> None:
+    """A clean run of ``steps`` steps of three samples each; with ``flush`` one flush (one
+    segment per writer) a step."""
     run = b.start()
-    for step in range(3):
+    for step in range(steps):
         run.train(step, threes(step))
-        run.flush()
+        if flush:
+            run.flush()
     run.finish()
+
+
+def three_steps(b: RunBuilder) -> None:
+    """:func:`clean_run` of three steps, one segment per writer a step."""
+    clean_run(b, 3, flush=True)
 
 
 def warm_ring(b: RunBuilder, steps: int = 5) -> object:
