@@ -13,27 +13,41 @@ TIMEOUT_S = 600
 150 s at load 30 on a shared 2-core one."""
 
 
-def torchrun(script: Path, *args: str, nproc: int, max_restarts: int = 0) -> str:
-    """Run ``script ARGS`` on ``nproc`` local processes; its stdout and stderr together.
-
-    Fails the test (with the output's tail) when the launch fails or times out.
-    """
-    env = {
+def environment(**extra: str) -> dict[str, str]:
+    """The environment of a torchrun launch: this checkout's ``src`` first, one thread."""
+    return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
         "OMP_NUM_THREADS": "1",
         # workers sharing the agent's TCPStore can read the previous round's gloo
         # addresses after a restart and hang or fail to connect (pytorch#135712, #167288)
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        **extra,
     }
-    command = [
+
+
+def command(script: Path, *args: str, nproc: int, max_restarts: int = 0) -> list[str]:
+    """``torchrun --standalone`` of ``script ARGS`` on ``nproc`` local processes."""
+    return [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
         str(script), *args,
     ]  # fmt: skip
+
+
+def torchrun(script: Path, *args: str, nproc: int, max_restarts: int = 0) -> str:
+    """Run ``script ARGS`` on ``nproc`` local processes; its stdout and stderr together.
+
+    Fails the test (with the output's tail) when the launch fails or times out.
+    """
     try:
         proc = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+            command(script, *args, nproc=nproc, max_restarts=max_restarts),
+            cwd=ROOT,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
         )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"torchrun timed out: {exc.stdout!r} {exc.stderr!r}"[-6000:]) from None

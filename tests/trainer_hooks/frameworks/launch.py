@@ -3,18 +3,19 @@
 Most of a launch is importing torch and the framework, so the tests start independent
 launches together and wait for all of them (with a generous timeout: the machine is
 shared); a launch's exit code and output tail come back for the assertion messages.
+:func:`clean_kill_resume` is the four launches every framework test makes.
 """
 
 from __future__ import annotations
 
-import os
+import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.torchrun import ROOT, command, environment
+
 TIMEOUT_S = 900
 
 
@@ -36,17 +37,10 @@ class Done:
 
 def torchrun(script: Path, *args: str, log: Path) -> Launch:
     """Start ``torchrun --standalone --nproc-per-node 2 script args`` (a free port each)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONWARNINGS": "ignore",
-    }
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    env = environment(HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     out = log.open("wb")
     proc = subprocess.Popen(
-        [*cmd, str(script), *args], stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+        command(script, *args, nproc=2), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
     )
     return Launch(proc, log, out)
 
@@ -63,3 +57,34 @@ def wait_all(*launches: Launch) -> list[Done]:
         launch.out.close()
         done.append(Done(launch.proc.returncode, launch.log.read_text(errors="replace")))
     return done
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The four runs of :func:`clean_kill_resume` and how each launch ended."""
+
+    clean: Path
+    clean_done: Done
+    killed_done: Done
+    resumed: Path
+    resumed_done: Done
+    buggy: Path
+    buggy_done: Done
+
+
+def clean_kill_resume(child: Path, tmp: Path, *, out: str, bug_mode: str) -> Runs:
+    """Launch ``child RUN_DIR OUT_DIR MODE`` four times, two at a time: a clean run
+    (``fresh``) and one SIGKILLed inside step 5 (``kill@5``); then the killed run resumed
+    (``resume``) and a copy of it resumed with the defect ``bug_mode``. ``out`` names the
+    folder beside each run where the framework writes its own checkpoints."""
+    clean, killed, buggy = tmp / "clean", tmp / "killed", tmp / "buggy"
+
+    def launch(where: Path, mode: str, log: str) -> Launch:
+        return torchrun(child, str(where / "run"), str(where / out), mode, log=tmp / log)
+
+    first = wait_all(launch(clean, "fresh", "clean.log"), launch(killed, "kill@5", "kill.log"))
+    shutil.copytree(killed, buggy)  # the same crashed run, resumed twice
+    second = wait_all(launch(killed, "resume", "resume.log"), launch(buggy, bug_mode, "bug.log"))
+    return Runs(
+        clean / "run", first[0], first[1], killed / "run", second[0], buggy / "run", second[1]
+    )
