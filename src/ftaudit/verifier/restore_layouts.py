@@ -41,12 +41,6 @@ def is_shard(name: str) -> bool:
     return SHARD_TAG + "[" in name
 
 
-def is_whole_digest(name: str) -> bool:
-    """A layout-independent digest of a whole tensor (``w@whole``), logged at save, load
-    and heal only."""
-    return name.endswith(WHOLE_TAG)
-
-
 def tensor_of(name: str) -> str:
     """The tensor a hash name is about, without its layout tag."""
     for tag in (SHARD_TAG + "[", WHOLE_TAG):

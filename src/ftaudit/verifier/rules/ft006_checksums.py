@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.restore_layouts import RestoreLayouts
+from ftaudit.verifier.restore_layouts import RestoreLayouts, tensor_of
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
 EVENTS = """
@@ -262,6 +262,7 @@ def _diff_text(
     ref: str,
 ) -> str:
     parts = []
+    differ = _one_name_per_tensor(differ or [])
     if differ:
         parts.append(f"{len(differ)} tensor(s) hash differently {name_list(differ)}")
     if only_mine:
@@ -269,6 +270,13 @@ def _diff_text(
     if only_ref:
         parts.append(f"{len(only_ref)} tensor(s) only in {ref} {name_list(only_ref)}")
     return "; ".join(parts)
+
+
+def _one_name_per_tensor(differ: list[str]) -> list[str]:
+    """``differ`` without the whole-tensor digests of tensors whose bitwise or shard hash
+    is listed too: one tensor, one entry (the digest then adds nothing to the report)."""
+    listed = {tensor_of(n) for n in differ if not n.endswith(WHOLE_TAG)}
+    return [n for n in differ if not (n.endswith(WHOLE_TAG) and tensor_of(n) in listed)]
 
 
 def _where(r: dict[str, Any]) -> Location:
