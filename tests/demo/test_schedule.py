@@ -72,7 +72,11 @@ def test_the_default_schedule_round_trips_and_covers_every_fault_kind() -> None:
 
 def test_config_round_trips_through_json() -> None:
     cfg = DemoConfig(
-        run_dir="/tmp/x", cells=3, bug="wrong_shard", faults_json=default_schedule().to_json()
+        run_dir="/tmp/x",
+        cells=3,
+        bug="wrong_shard",
+        quorum="torchft",
+        faults_json=default_schedule().to_json(),
     )
     assert DemoConfig.from_json(cfg.to_json()) == cfg
 

@@ -1,9 +1,14 @@
 """One cell: a Ray actor holding a full replica, its own torch.distributed world of one rank.
 
-Cells exchange gradients with an all-reduce SUM over a torchft ``ProcessGroupGloo`` that
-the driver re-forms (a new quorum, a new store prefix) after every failure or heal. The
-commit vote rides in the same all-reduce: each cell adds 1 when its gradient is finite,
-so every survivor of the exchange sees the same sum and makes the same decision.
+Cells exchange gradients with an all-reduce SUM across cells. The commit vote rides in
+the same all-reduce: each cell adds 1 when its gradient is finite, so every survivor of
+the exchange sees the same sum and makes the same decision. Who forms the quorum and
+moves state to a replacement (``DemoConfig.quorum``): ``driver``, the driver re-forms a
+torchft ``ProcessGroupGloo`` (a new quorum, a new store prefix) after every failure and
+heals through :meth:`CellWorker.export_state` / :meth:`CellWorker.heal`; ``torchft``, the
+cell's own torchft ``Manager`` (:mod:`ftaudit.demo.torchft_quorum`) joins the
+lighthouse's quorum at each attempt, heals there, and ``should_commit()`` has the last
+word on the commit.
 
 The training thread beats a heartbeat at each phase; the actor is threaded so that the
 driver can read the heartbeat while a step runs and tell a hung cell (no progress, not
@@ -31,6 +36,7 @@ from ftaudit.demo.data import Dataset
 from ftaudit.demo.model import TinyLM, policy_loss, token_logprobs
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.shards import shard_slice
+from ftaudit.demo.torchft_quorum import Quorum, TorchftReplica
 from ftaudit.eventlog.events import CheckpointRef, ChecksumWhen, RankOutcome
 from ftaudit.eventlog.rundir import writer_dir
 from ftaudit.eventlog.writer import WriterOptions
@@ -92,9 +98,12 @@ class CellWorker:
         self.data_rank: int | None = None
         """Set only by the ``healed_cell_reads_peer_shard`` defect: the shard it reads."""
         self._hooks: TrainerHooks | None = None
+        self.replica: TorchftReplica | None = None
+        """The cell's torchft Manager (``quorum="torchft"`` only)."""
 
-    def join(self, cell: int) -> int:
-        """Serve as ``cell``: attach the hooks (its event writer) to the run. Returns the pid."""
+    def join(self, cell: int, lighthouse: str | None = None) -> int:
+        """Serve as ``cell``: attach the hooks (its event writer) to the run; with
+        ``lighthouse`` (``quorum="torchft"``) start its torchft Manager. Returns the pid."""
         if self._hooks is not None:
             raise RuntimeError(f"this worker already serves cell {self.cell}")
         self.cell = cell
@@ -109,6 +118,15 @@ class CellWorker:
             options=WriterOptions(flush_interval_s=1.0),
             stateful={"lr_scheduler": self.scheduler},
         )
+        if lighthouse is not None:
+            self.replica = TorchftReplica.start(
+                cell=cell,
+                lighthouse=lighthouse,
+                hooks=self._hooks,
+                state_dict=self._heal_state,
+                load_state_dict=self._take_state,
+                timeout_s=self.cfg.collective_timeout_s,
+            )
         return os.getpid()
 
     @property
@@ -125,6 +143,17 @@ class CellWorker:
         self.cross.configure(prefix, f"cell{self.cell}", rank, world_size, quorum_id=quorum_id)
         self.quorum_rank, self.quorum_size = rank, world_size
         self.heartbeat.beat()
+
+    def join_quorum(self) -> Quorum:
+        """torchft: join the next quorum, healing from a peer first if this cell is behind
+        (``quorum="torchft"``; the driver's :meth:`configure` otherwise)."""
+        if self.replica is None:
+            raise RuntimeError("join_quorum needs quorum='torchft'")
+        self.heartbeat.beat(waiting=True)
+        quorum = self.replica.start_quorum()
+        self.quorum_rank, self.quorum_size = quorum.rank, quorum.size
+        self.heartbeat.beat()
+        return quorum
 
     def read_heartbeat(self) -> tuple[float, bool]:
         return self.heartbeat.read()
@@ -221,26 +250,36 @@ class CellWorker:
             flat.zero_()
         dist.all_reduce(flat)  # the in-cell data-parallel reduction (world of one rank)
         self.heartbeat.beat(waiting=True)
-        try:
-            opts = AllreduceOptions()
-            opts.reduceOp = ReduceOp.SUM
-            self.cross.allreduce([flat], opts).wait()
-        except RuntimeError:
-            self.heartbeat.beat()
-            return False
+        exchanged = self._cross_sum(flat)
         self.heartbeat.beat()
-        votes = round(float(flat[-1]))
-        if not finite:
-            return False  # its own gradient is bad: never commit, whatever the others say
+        votes = round(float(flat[-1])) if exchanged else 0
+        # its own bad gradient is never committed, whatever the others say
+        agreed = exchanged and finite
         if votes != self.quorum_size and not bugs.active(
             self.cfg.bug, "commit_despite_peer_discard"
         ):
+            agreed = False
+        if self.replica is not None:
+            agreed = self.replica.commit(agreed)  # torchft's should_commit has the last word
+        if not agreed:
             return False
         offset = 0
         for p in params:
             n = p.grad.numel()
             p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
             offset += n
+        return True
+
+    def _cross_sum(self, flat: torch.Tensor) -> bool:
+        """SUM ``flat`` across the quorum's cells; False if the exchange failed."""
+        if self.replica is not None:
+            return self.replica.allreduce_sum(flat)
+        try:
+            opts = AllreduceOptions()
+            opts.reduceOp = ReduceOp.SUM
+            self.cross.allreduce([flat], opts).wait()
+        except RuntimeError:
+            return False
         return True
 
     def _after_commit(self, stale_ids: list[int]) -> None:
@@ -269,6 +308,8 @@ class CellWorker:
 
     def save(self, path: str, iteration: int, attempt: int, extra: dict[str, Any]) -> None:
         """Write the checkpoint file (the cell asked to) and log this cell's snapshot."""
+        if self.replica is not None:  # torchft's step, as its Manager asks to be saved
+            extra = {**extra, "torchft": self.replica.state()}
         with self.hooks.step(iteration, attempt):
             self.hooks.save_checkpoint(path, iteration, extra)
             if bugs.active(self.cfg.bug, "segment_lost"):
@@ -301,6 +342,8 @@ class CellWorker:
                 resume_stale_ids=resume_stale_ids,
             )
             self.hooks.flush()
+        if self.replica is not None:
+            self.replica.restore(meta["extra"]["torchft"])
         if bugs.active(self.cfg.bug, "head_frozen_after_resume"):
             self.model.head.requires_grad_(False)  # a fine-tuning flag applied on resume
         return meta
@@ -313,6 +356,11 @@ class CellWorker:
         with self.hooks.step(step, attempt):
             self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
             self.hooks.flush()
+        return self._heal_state()
+
+    def _heal_state(self) -> dict[str, Any]:
+        """What a healed peer receives (torchft: the Manager's ``state_dict`` function,
+        called in the quorum, before this cell's next forward)."""
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -324,6 +372,15 @@ class CellWorker:
 
     def heal(self, state: dict[str, Any], source_cell: int, step: int, attempt: int) -> None:
         """Take a live peer's state; log it as received (``after_heal``)."""
+        self._take_state(state)
+        with self.hooks.step(step, attempt):
+            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
+            self.hooks.flush()
+
+    def _take_state(self, state: dict[str, Any]) -> None:
+        """Load a peer's state (torchft: the Manager's ``load_state_dict`` function; the
+        hooks' heal function, registered after it, then logs the ``after_heal``
+        checksums)."""
         self.model.load_state_dict(state["model"])
         if not bugs.active(self.cfg.bug, "healed_cell_differs"):
             self.optimizer.load_state_dict(state["optimizer"])
@@ -333,11 +390,10 @@ class CellWorker:
             self.data_rank = state["data_rank"]
         if "lr_scheduler" in state:
             self.scheduler.load_state_dict(state["lr_scheduler"])
-        with self.hooks.step(step, attempt):
-            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
-            self.hooks.flush()
 
     def close(self) -> None:
+        if self.replica is not None:
+            self.replica.close()
         self.hooks.close()
 
 

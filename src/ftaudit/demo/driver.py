@@ -1,9 +1,12 @@
 """The training job's driver: one incarnation of the run, from start or resume to the end.
 
 It owns the hooks' :class:`DriverSession` (allocator, acceptance policy, step ends), the
-cells (Ray actors), the TCP store their cross-cell groups rendezvous through, and the
-membership: a dead or hung cell leaves the quorum at once (the retry runs without it),
-and is replaced and healed from a live peer at the start of the next step.
+cells (Ray actors) and their liveness: a dead or hung cell leaves the quorum at once (the
+retry runs without it), and is replaced and healed from a live peer at the start of the
+next step. Who forms the quorums and heals (``DemoConfig.quorum``): ``driver``, this
+driver, through the TCP store the cells' cross-cell groups rendezvous through;
+``torchft``, the cells' torchft Managers through the ``LighthouseServer`` this driver
+hosts (the driver only starts the replacement; its Manager heals it in its first quorum).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ftaudit.demo.data import Dataset
 from ftaudit.demo.loader import DemoLoader
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.talk import say
+from ftaudit.demo.torchft_quorum import Quorum, start_lighthouse
 from ftaudit.eventlog.events import (
     CellOutcome,
     CellReconfigured,
@@ -41,6 +45,9 @@ from ftaudit.trainer_hooks.allocator import witness_allocated_event
 from ftaudit.trainer_hooks.driver import errored, ranks
 
 POLL_S = 0.1
+QUORUM_ROUNDS = 10
+"""torchft: how many times the cells may ask for a quorum of all of them before the step
+gives up (one or two in practice: see :meth:`DemoDriver._form_quorum`)."""
 
 
 def checkpoint_dir(run_dir: str, iteration: int) -> Path:
@@ -72,6 +79,8 @@ class DemoDriver:
         )
         self.store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.store_addr = f"127.0.0.1:{self.store.port}"
+        self.lighthouse = start_lighthouse() if cfg.quorum == "torchft" else None
+        """torchft's quorum service (``quorum="torchft"``): the cells' Managers join it."""
         self.cells: dict[int, Any] = {}
         """The alive cells' actor handles, by cell index."""
         self.spares: list[Any] = []
@@ -109,7 +118,8 @@ class DemoDriver:
             else Cell.remote(self.cfg.to_json(), self.incarnation)
             for c in cells
         }
-        ray.get([h.join.remote(c) for c, h in handles.items()])
+        lighthouse = self.lighthouse.address() if self.lighthouse is not None else None
+        ray.get([h.join.remote(c, lighthouse) for c, h in handles.items()])
         if self.keep_spare:
             self._warm_spare()
         return handles
@@ -117,7 +127,10 @@ class DemoDriver:
     def _reconfigure(
         self, step: int, *, source: int | None = None, healed: tuple[int, ...] = ()
     ) -> None:
-        """Re-form the cross-cell group over the alive cells (a new quorum)."""
+        """Re-form the cross-cell group over the alive cells (a new quorum). Under torchft
+        the cells' Managers form each attempt's quorum themselves."""
+        if self.lighthouse is not None:
+            return
         self.quorum_id += 1
         alive = sorted(self.cells)
         ray.get(
@@ -142,6 +155,9 @@ class DemoDriver:
         missing = [c for c in range(self.cfg.cells) if c not in self.cells]
         if not missing:
             return
+        if self.lighthouse is not None:  # torchft heals them in their first quorum
+            self.cells.update(self._start(missing))
+            return
         source = min(self.cells)
         state = self.cells[source].export_state.remote(step, 0)
         fresh = self._start(missing)
@@ -164,6 +180,8 @@ class DemoDriver:
         return self._batch[1]
 
     def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
+        if self.lighthouse is not None:
+            self._form_quorum(step)
         samples = self.dataset.step_samples(step, self.data_offset)
         items = self._items(step)
         if bugs.active(self.cfg.bug, "allocation_not_durable"):
@@ -181,6 +199,46 @@ class DemoDriver:
             c: errored() if r is None else ranks(RankOutcome(r["outcome"]))
             for c, r in sorted(results.items())
         }
+
+    def _form_quorum(self, step: int) -> None:
+        """torchft: every live cell joins one quorum before the attempt trains.
+
+        The lighthouse issues a quorum at once when every member of the previous one asked
+        again ("fast quorum"), so a replacement that asks a moment later is left for the
+        next quorum and waits there. Cells whose quorum left out a live cell therefore
+        ask again until one quorum holds every live cell; a replacement heals from a peer
+        at the newest step inside it.
+        """
+        pending = {c: m.join_quorum.remote() for c, m in self.cells.items()}
+        joined: dict[int, Quorum] = {}
+        for _ in range(QUORUM_ROUNDS):
+            while pending:
+                ready, _ = ray.wait(list(pending.values()), num_returns=1)
+                for c, ref in [(c, r) for c, r in pending.items() if r in ready]:
+                    del pending[c]
+                    try:
+                        joined[c] = ray.get(ref)
+                    except RayActorError:
+                        say(f"{self.tag} step {step}: cell {c} died joining the quorum")
+                        del self.cells[c]
+                        joined.pop(c, None)
+                if not self.cells:
+                    raise RuntimeError(f"step {step}: every cell died; restart from a checkpoint")
+                # a quorum without a cell still waiting: its members ask again, so the
+                # next quorum takes the latecomer in
+                for c in [c for c, q in joined.items() if pending and q.size < len(self.cells)]:
+                    pending[c] = self.cells[c].join_quorum.remote()
+                    del joined[c]
+            ids = {q.quorum_id for q in joined.values()}
+            if len(ids) == 1 and all(q.size == len(self.cells) for q in joined.values()):
+                break
+            pending = {c: self.cells[c].join_quorum.remote() for c in joined}  # split: again
+            joined = {}
+        else:
+            raise RuntimeError(f"step {step}: no torchft quorum of all {len(self.cells)} cells")
+        for c, q in sorted(joined.items()):
+            if q.healed_from is not None:
+                say(f"{self.tag} step {step}: healed cell(s) [{c}] from cell {q.healed_from}")
 
     def _allocate_logged_later(self, step: int, attempt: int, samples: Any) -> WitnessInfo:
         """The defect of ``allocation_not_durable``: ids go out now, the log entry later.
@@ -370,6 +428,8 @@ class DemoDriver:
                     self._checkpoint(step, attempt)
         for m in self.cells.values():
             ray.get(m.close.remote())
+        if self.lighthouse is not None:
+            self.lighthouse.shutdown()
         self.session.finish()
         say(f"{self.tag} finished {self.cfg.steps} steps")
 

@@ -74,7 +74,8 @@ def run_training(cfg: DemoConfig, *, max_incarnations: int = 4) -> int:
     import ray
 
     address = _start_ray(cfg)
-    env = {**os.environ, "RAY_ADDRESS": address, "PYTHONUNBUFFERED": "1"}
+    # RUST_LOG: torchft's lighthouse (in the job) logs every quorum tick at INFO
+    env = {"RUST_LOG": "warn", **os.environ, "RAY_ADDRESS": address, "PYTHONUNBUFFERED": "1"}
     try:
         for launch in range(1, max_incarnations + 1):
             returncode = _run_job(cfg, env)

@@ -10,7 +10,10 @@
   attempts its peers made before it joined. :meth:`TorchftHooks.check_step` refuses a
   driver step that is not the Manager's.
 - **Heals.** :meth:`TorchftHooks.attach` registers a state function with the Manager:
-  the sending group puts its cell in the state it sends, and the receiving group, after
+  the sending group puts its cell in the state it sends and logs ``after_heal``
+  checksums of what it sends (the state at the heal: a source that was itself healed
+  earlier in a step would otherwise be compared by what it received then, not by what
+  it trained since), and the receiving group, after
   every earlier registered ``load_state_dict`` ran, logs ``after_heal`` checksums naming
   that source cell and a ``CellReconfigured`` with itself as the healed cell (FT006 then
   compares what it loaded with what the source held).
@@ -154,6 +157,12 @@ class TorchftHooks:
     # -- heals -----------------------------------------------------------------------------
 
     def _heal_state(self) -> dict[str, int]:
+        """Called by the sending group's Manager in its quorum. The state functions hand
+        over the live tensors, which the receiver reads before this group steps again:
+        what is logged here is what it receives."""
+        with step_context(self.manager.current_step(), 0):
+            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
+        self.hooks.flush()
         return {"cell": self.hooks.cell}
 
     def _on_heal(self, state: dict[str, int]) -> None:
