@@ -71,6 +71,11 @@ class DemoError(FtauditError):
     """The demo's training job failed in a way no fault of the schedule explains."""
 
 
+class DiscardVote(FtauditError):
+    """A demo cell did not see every cell of its quorum vote to commit. Never raised: it is
+    reported to torchft's ``Manager.report_error`` so that ``should_commit()`` refuses."""
+
+
 class ManifestError(UnusableInputError):
     """A manifest file is missing, foreign, damaged, or does not match its digest."""
 

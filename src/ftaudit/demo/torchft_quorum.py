@@ -29,6 +29,7 @@ from torch.distributed import ReduceOp, TCPStore
 from torchft import Manager, ProcessGroupGloo
 from torchft.coordination import LighthouseServer
 
+from ftaudit.errors import DiscardVote
 from ftaudit.trainer_hooks.torch import TrainerHooks
 from ftaudit.trainer_hooks.torchft import TorchftHooks
 
@@ -41,11 +42,6 @@ JOIN_TIMEOUT_MS = 120_000
 """How long a quorum waits for a cell that heartbeats but has not asked to join. Only a
 slow cell makes it wait (dead cells stop heartbeating, spares have no Manager yet), and
 issuing the quorum without a live cell would let it form a quorum of its own."""
-
-
-class DiscardVote(RuntimeError):
-    """A cell of the quorum voted to discard the attempt: reported to the Manager so that
-    ``should_commit()`` refuses the step and torchft's step does not move on."""
 
 
 def start_lighthouse() -> LighthouseServer:
