@@ -19,12 +19,12 @@ import pytest
 import ftaudit
 from ftaudit.demo.bugs import BUGS, BUGS_BY_NAME, Bug
 
-pytestmark = pytest.mark.slow
-
 BIN = Path(sys.executable).parent
 # about 1 minute on a quiet 2-core machine; at load 40 a driver-mode demo outlived 420 s
 # and a torchft one took 7 minutes (each lost cell costs the survivors a heartbeat timeout)
 DEMO_TIMEOUT_S = 900
+# the demo's subprocess and ft-verify's, under their own timeouts (pytest's default is 600 s)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(DEMO_TIMEOUT_S + 300)]
 
 
 def _run(args: list[str], timeout: float = DEMO_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
