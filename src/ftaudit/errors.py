@@ -88,6 +88,11 @@ class KeyFileError(UnusableInputError):
     """The HMAC key file cannot be read, or is empty (the message names the file, never the key)."""
 
 
+class CompactError(UnusableInputError):
+    """A run cannot be compacted (a damaged segment, a broken chain, a keyed run without its
+    key); nothing was changed for the writer named."""
+
+
 class SealError(UnusableInputError):
     """A seal cannot be read, or its signature cannot be checked or does not match."""
 

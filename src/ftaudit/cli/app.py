@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from ftaudit.cli import (
+    compact_cmd,
     compare_cmd,
     demo_cmd,
     export_cmd,
@@ -45,6 +46,7 @@ def _root(
 app.command("verify")(verify_cmd.verify)
 app.command("sql")(sql_cmd.sql)
 app.command("seal")(seal_cmd.seal)
+app.command("compact")(compact_cmd.compact)
 app.command("demo")(demo_cmd.demo)
 app.command("show")(show_cmd.show)
 app.command("report")(report_cmd.report)

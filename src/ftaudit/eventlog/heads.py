@@ -38,7 +38,7 @@ def disk_heads(run_dir: str | os.PathLike[str]) -> dict[str, WriterHead]:
             log.warning("ftaudit: cannot read the head of writer %s: %s", writer, exc)
             continue
         if meta.writer == writer and meta.first_seq == last.first_seq:
-            heads[writer] = WriterHead(last_seq=meta.last_seq, digest=meta.digest)
+            heads[writer] = WriterHead(last_seq=meta.last_seq, digest=meta.head_digest)
     return heads
 
 

@@ -76,6 +76,8 @@ def check_segment(
         )
     if meta.writer != writer_dir or meta.first_seq != file.first_seq:
         raise CorruptSegmentError(path, f"name does not match its footer (writer {meta.writer})")
+    if meta.parts and not _parts_cover(meta):
+        raise CorruptSegmentError(path, "compacted parts do not cover its sequence range")
     if md.num_rows != meta.last_seq - meta.first_seq + 1:
         raise CorruptSegmentError(
             path, f"holds {md.num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
@@ -87,6 +89,38 @@ def check_segment(
             raise CorruptSegmentError(path, f"envelope column {field.name!r} missing or mistyped")
     _check_payload_types(path, meta, schema)
     return SegmentInfo(path, meta, md.num_rows, schema)
+
+
+def _parts_cover(meta: SegmentMeta) -> bool:
+    """A compacted segment's parts run from its first to its last seq without gap or overlap."""
+    expected = meta.first_seq
+    for part in meta.parts:
+        if part.first_seq != expected or part.last_seq < part.first_seq:
+            return False
+        expected = part.last_seq + 1
+    return expected == meta.last_seq + 1
+
+
+def superseded(segments: tuple[SegmentInfo, ...]) -> set[Path]:
+    """Segments a compacted segment of their writer holds already (same range, same digest).
+
+    ``ftaudit compact`` puts the compacted segment in place of the first original, then
+    removes the others: a compaction cut short leaves those, and readers skip them (their
+    events are in the compacted segment, vouched for by the same digests).
+    """
+    held: set[tuple[str, int, int, str]] = set()
+    for info in segments:
+        for part in info.meta.parts:
+            held.add((info.meta.writer, part.first_seq, part.last_seq, part.digest))
+    if not held:
+        return set()
+    return {
+        info.path
+        for info in segments
+        if not info.meta.parts
+        and info.meta.digest
+        and (info.meta.writer, info.meta.first_seq, info.meta.last_seq, info.meta.digest) in held
+    }
 
 
 def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
@@ -110,6 +144,9 @@ def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
     listing = list_segments(run_dir)
     schemas: dict[pa.Schema, pa.Schema] = {}
     segments = tuple(check_segment(f, schemas) for f in listing.files)
+    skip = superseded(segments)
+    if skip:
+        segments = tuple(s for s in segments if s.path not in skip)
     return RunScan(listing.run_dir, segments, listing.torn)
 
 

@@ -7,6 +7,7 @@ Layout (see ``eventlog/README.md``)::
     RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet
     RUN_DIR/events/<writer id>/.<...>.tmp              a flush a crash cut short
     RUN_DIR/manifests/<digest>.parquet                 dataset manifests (FT008)
+    RUN_DIR/compacting/                                ``ftaudit compact``'s staging folder
 
 Every reader (the full scan, the incremental window, the resume index) lists a run's
 segments through :func:`list_segments`, which returns explicit paths: a user's run
@@ -35,6 +36,8 @@ INCARNATIONS_DIR = "incarnations"
 """The folder whose entries claim incarnation numbers (an atomic mkdir each)."""
 MANIFESTS_DIR = "manifests"
 """The folder of the dataset manifests a run declared (``ftaudit.dataset``), by digest."""
+COMPACTING_DIR = "compacting"
+"""Where ``ftaudit compact`` builds a merged segment before moving it into ``events/``."""
 SEGMENT_SUFFIX = ".parquet"
 TEMP_PREFIX = "."
 """A flush writes ``.<name>.<pid>.tmp`` first and renames it: a dot file is a torn flush."""

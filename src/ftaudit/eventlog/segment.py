@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import os
 from array import array
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ META_PREFIX = "ftaudit."
 
 DIGEST_KEY = f"{META_PREFIX}digest"
 MAC_KEY = f"{META_PREFIX}mac"
+PARTS_KEY = f"{META_PREFIX}parts"
 DIGEST_PLACEHOLDER = "0" * 64
 """The footer value the digest is computed with: a file's digest is the SHA-256 of its bytes
 with its own digest value (and its MAC, when it has one) replaced by this (see
@@ -74,6 +76,32 @@ def _int_column(values: array, order: np.ndarray) -> pa.Array:
 
 
 @dataclass(frozen=True)
+class Part:
+    """One original segment that ``ftaudit compact`` merged into a larger one: its
+    sequence range and the chain evidence it carried (digest, link, MAC)."""
+
+    first_seq: int
+    last_seq: int
+    digest: str
+    prev_digest: str
+    mac: str = ""
+
+    def to_json(self) -> list:
+        return [self.first_seq, self.last_seq, self.digest, self.prev_digest, self.mac]
+
+    @classmethod
+    def from_json(cls, value: list) -> Part:
+        if not isinstance(value, list) or len(value) != 5:
+            raise ValueError(f"malformed part {value!r}")
+        first, last, digest, prev, tag = value
+        if not all(isinstance(v, int) for v in (first, last)) or not all(
+            isinstance(v, str) for v in (digest, prev, tag)
+        ):
+            raise ValueError(f"malformed part {value!r}")
+        return cls(first, last, digest, prev, tag)
+
+
+@dataclass(frozen=True)
 class SegmentMeta:
     """What a segment's footer says about it."""
 
@@ -94,6 +122,15 @@ class SegmentMeta:
     mac: str = ""
     """HMAC-SHA256 of the digest with the run's key (``eventlog/keys.py``); "" when the
     writer had no key."""
+    parts: tuple[Part, ...] = ()
+    """A compacted segment: the original segments it holds, in order (``ftaudit.parts``);
+    () for a segment a writer sealed."""
+
+    @property
+    def head_digest(self) -> str:
+        """The chain head this segment ends at: its own digest, or for a compacted segment
+        the last original's (what the writer chained on and the records name)."""
+        return self.parts[-1].digest if self.parts else self.digest
 
     def to_metadata(self) -> dict[bytes, bytes]:
         values = {
@@ -110,6 +147,8 @@ class SegmentMeta:
         }
         if self.mac:
             values["mac"] = self.mac
+        if self.parts:
+            values["parts"] = json.dumps([p.to_json() for p in self.parts], separators=(",", ":"))
         return {(META_PREFIX + k).encode(): v.encode() for k, v in values.items()}
 
     @classmethod
@@ -129,6 +168,7 @@ class SegmentMeta:
             prev_digest=meta.get(f"{META_PREFIX}prev_digest", ""),
             dropped=int(meta.get(f"{META_PREFIX}dropped", "0")),
             mac=meta.get(MAC_KEY, ""),
+            parts=tuple(Part.from_json(p) for p in json.loads(meta.get(PARTS_KEY, "[]"))),
         )
 
 

@@ -36,6 +36,12 @@ def segment_problems(segments: tuple[SegmentInfo, ...], key: bytes) -> Iterator[
             yield MacProblem("missing_mac", what, info)
         elif not info.meta.digest or not same(info.meta.mac, segment_mac(key, info.meta.digest)):
             yield MacProblem("bad_mac", what, info)
+        for part in info.meta.parts:  # a compacted segment keeps its originals' MACs
+            held = f"the original segment at seq {part.first_seq} held by {what}"
+            if not part.mac:
+                yield MacProblem("missing_mac", held, info, part.first_seq)
+            elif not same(part.mac, segment_mac(key, part.digest)):
+                yield MacProblem("bad_mac", held, info, part.first_seq)
 
 
 def record_problems(segments: tuple[SegmentInfo, ...], key: bytes) -> Iterator[MacProblem]:

@@ -130,7 +130,9 @@ class LogIntegrity(Rule):
                 if first > expected:
                     after = f" after {previous.path.name}" if previous else " at its start"
                     why = "a segment was deleted or never written"
-                    linked = info.meta.prev_digest == (previous.meta.digest if previous else "")
+                    linked = info.meta.prev_digest == (
+                        previous.meta.head_digest if previous else ""
+                    )
                     if info.meta.dropped == first - expected and linked:
                         why = (
                             f"the writer dropped them: it could not write for too long "
@@ -197,7 +199,8 @@ class LogIntegrity(Rule):
                             location=where,
                         )
                     )
-                want = previous.meta.digest if previous else ""
+                out += self._parts_chain(info, where)
+                want = previous.meta.head_digest if previous else ""
                 contiguous = info.meta.first_seq == (previous.meta.last_seq + 1 if previous else 0)
                 if info.meta.prev_digest != want and contiguous:  # holes are reported already
                     before = f"{previous.path.name}" if previous else "nothing (its first)"
@@ -214,6 +217,24 @@ class LogIntegrity(Rule):
         out += self._heads_match(heads, segments, by_writer)
         return out
 
+    def _parts_chain(self, info: SegmentInfo, where: Location) -> list[Violation]:
+        """A compacted segment's originals still form the chain they formed on disk."""
+        out = []
+        want = info.meta.prev_digest
+        for part in info.meta.parts:
+            if part.prev_digest != want:
+                out.append(
+                    self.violation(
+                        f"hash chain broken inside compacted segment {info.path.name} of writer "
+                        f"{info.meta.writer}: the original segment at seq {part.first_seq} does "
+                        "not follow the one before it",
+                        kind="broken_chain",
+                        location=where,
+                    )
+                )
+            want = part.digest
+        return out
+
     def _heads_match(
         self,
         heads: list[RecordedHead],
@@ -221,16 +242,20 @@ class LogIntegrity(Rule):
         by_writer: dict[str, list[SegmentInfo]],
     ) -> list[Violation]:
         """The log still holds, with the same digest, every head a record vouched for."""
-        ends = {(info.meta.writer, info.meta.last_seq): info for info in segments}
+        ends: dict[tuple[str, int], tuple[SegmentInfo, str]] = {}
+        for info in segments:
+            for part in info.meta.parts:  # the originals a compacted segment holds
+                ends[(info.meta.writer, part.last_seq)] = (info, part.digest)
+            ends[(info.meta.writer, info.meta.last_seq)] = (info, info.meta.head_digest)
         out = []
         seen: set[tuple[str, int, str]] = set()
         for h in heads:
             if not h.digest or (h.writer, h.last_seq, h.digest) in seen:
                 continue
             seen.add((h.writer, h.last_seq, h.digest))
-            info = ends.get((h.writer, h.last_seq))
+            end = ends.get((h.writer, h.last_seq))
             where = Location(incarnation=h.incarnation, writer=h.writer)
-            if info is None:
+            if end is None:
                 # a seq inside a segment: re-cut; beyond them all: a truncated tail (_tails)
                 inside = any(
                     i.meta.first_seq <= h.last_seq < i.meta.last_seq
@@ -246,12 +271,13 @@ class LogIntegrity(Rule):
                             location=where,
                         )
                     )
-            elif info.meta.digest != h.digest:
+            elif end[1] != h.digest:
+                info, now = end
                 out.append(
                     self.violation(
                         f"writer {h.writer}'s events up to seq {h.last_seq} differ from what "
                         f"{h.record} recorded (chain head {h.digest[:12]}..., now "
-                        f"{info.meta.digest[:12] or 'none'}...): the log was rewritten "
+                        f"{now[:12] or 'none'}...): the log was rewritten "
                         "after that record",
                         kind="rewritten_after_checkpoint",
                         location=Location(

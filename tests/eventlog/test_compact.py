@@ -1,0 +1,135 @@
+"""``ftaudit compact``: fewer segments, the same events, the same verdict, the evidence kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ftaudit.eventlog import Metric, RunLog, Trainer, WriterOptions, step_context
+from ftaudit.eventlog.compact import compact_run
+from ftaudit.eventlog.reader import read_records
+from ftaudit.eventlog.segment import PARTS_KEY
+from tests.support.cli import Invoke, check_exit
+from tests.support.corrupt import forge_digest
+
+KEY = b"compaction key"
+
+
+def write_small_segments(run_dir: Path, *, steps: int = 12, key: bytes | None = None) -> Path:
+    """A trainer and a driver flushing after every step, a checkpoint every third step."""
+    run = RunLog.start(run_dir, buffer_size=8, options=WriterOptions(fsync=False, mac_key=key))
+    trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
+    for step in range(steps):
+        with step_context(step, 0):
+            trainer.log(Metric(values={"loss": 1.0 / (step + 1)}))
+            trainer.log(Metric(values={"lr": 0.1}))
+        run.flush()
+        if step % 3 == 2:
+            run.record_checkpoint(step)
+    run.finish()
+    return run_dir
+
+
+def _events(run: Path) -> list[tuple[str, int, str]]:
+    return sorted(
+        (r.envelope.writer, r.envelope.seq, r.event.model_dump_json()) for r in read_records(run)
+    )
+
+
+def _verdict(ftaudit: Invoke, run: Path, *args: str) -> tuple[int, list[tuple[str, str]]]:
+    result = ftaudit("verify", run, "--format", "json", "--require-finished", *args)
+    assert result.exit_code in (0, 1), result.stderr
+    found = [
+        (v["code"], v["kind"])
+        for r in json.loads(result.stdout)["results"]
+        for v in r["violations"]
+    ]
+    return result.exit_code, sorted(found)
+
+
+def _segments(run: Path) -> list[Path]:
+    return sorted(run.glob("events/*/*.parquet"))
+
+
+def test_compaction_keeps_events_and_verdict(ftaudit: Invoke, tmp_path: Path) -> None:
+    run = write_small_segments(tmp_path / "run")
+    before, verdict = _events(run), _verdict(ftaudit, run)
+    count = len(_segments(run))
+    result = ftaudit("compact", run, "--target-rows", "10")
+    check_exit(result, 0)
+    assert f"{count} segments ->" in result.stderr
+    assert len(_segments(run)) < count / 3
+    assert any(PARTS_KEY.encode() in (pq.read_metadata(s).metadata or {}) for s in _segments(run))
+    assert _events(run) == before
+    assert _verdict(ftaudit, run) == verdict == (0, [])
+    check_exit(ftaudit("compact", run), 0)  # again, into one segment per writer
+    assert len(_segments(run)) == 2 and _events(run) == before
+    assert _verdict(ftaudit, run) == verdict
+
+
+def test_a_forgery_inside_a_compacted_segment_is_still_caught(
+    ftaudit: Invoke, tmp_path: Path
+) -> None:
+    """The heads the checkpoints named are checked against the originals' digests."""
+    run = write_small_segments(tmp_path / "run")
+    compact_run(run, target_rows=10)
+    trainer = next(p for p in (run / "events").iterdir() if p.name.startswith("trainer"))
+    seg = min(trainer.glob("*.parquet"))
+    meta = pq.read_metadata(seg).metadata or {}
+    parts = json.loads(meta[PARTS_KEY.encode()])
+    parts[0][2] = "f" * 64  # a forger re-digests an original: its recorded head no longer holds
+    forge_digest(seg, pq.read_table(seg), {**meta, PARTS_KEY.encode(): json.dumps(parts).encode()})
+    code, found = _verdict(ftaudit, run, "--rule", "FT001")
+    assert code == 1 and ("FT001", "broken_chain") in found, found
+
+
+def test_a_damaged_run_is_not_compacted(ftaudit: Invoke, tmp_path: Path) -> None:
+    run = write_small_segments(tmp_path / "run")
+    seg = _segments(run)[3]
+    data = bytearray(seg.read_bytes())
+    data[10] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    listing = _segments(run)
+    result = ftaudit("compact", run)
+    check_exit(result, 2)
+    assert str(seg) in result.stderr and "digest" in result.stderr
+    assert _segments(run) == listing
+
+
+def test_a_keyed_run_needs_its_key_and_keeps_its_macs(
+    ftaudit: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = write_small_segments(tmp_path / "run", key=KEY)
+    result = ftaudit("compact", run)
+    check_exit(result, 2)
+    assert "carry MACs" in result.stderr
+    monkeypatch.setenv("FTAUDIT_HMAC_KEY", KEY.decode())
+    check_exit(ftaudit("compact", run, "--target-rows", "10"), 0)
+    assert _verdict(ftaudit, run) == (0, [])
+    other = tmp_path / "other"
+    other.write_text("another key\n")
+    code, found = _verdict(ftaudit, run, "--key-file", str(other))
+    assert code == 1 and {k for _, k in found} == {"bad_mac"}, found
+
+
+def test_leftovers_of_a_cut_short_compaction_are_read_once(ftaudit: Invoke, tmp_path: Path) -> None:
+    """The merged segment is in place, the other originals not yet removed."""
+    run = write_small_segments(tmp_path / "run")
+    before = _events(run)
+    saved = tmp_path / "saved"
+    shutil.copytree(run / "events", saved)
+    compact_run(run, target_rows=10)
+    for old in saved.glob("*/*.parquet"):  # put the removed originals back
+        target = run / "events" / old.parent.name / old.name
+        if not target.exists():
+            shutil.copy(old, target)
+    assert _events(run) == before
+    assert _verdict(ftaudit, run) == (0, [])
+    result = ftaudit("compact", run, "--target-rows", "10")
+    check_exit(result, 0)
+    assert "left by an earlier compaction removed" in result.stderr
+    assert _events(run) == before
