@@ -45,7 +45,8 @@ def read_segment(info: SegmentInfo) -> pa.Table:
     """One segment's rows, read from the file opened by its exact path."""
     try:
         with open(info.path, "rb") as f:
-            return pq.ParquetFile(f).read()
+            # one small file: handing each column to the thread pool costs more than it saves
+            return pq.ParquetFile(f).read(use_threads=False)
     except UNREADABLE as exc:
         raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
 
@@ -65,9 +66,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _batches_of(
-    pending: dict[pa.Schema, list[pa.Table]], schema: pa.Schema
-) -> Iterator[pa.RecordBatch]:
+def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The pending segments as batches of ``schema``: those of one shape are concatenated
     first (cheap: same columns), then widened to the unified schema once per shape."""
     for tables in pending.values():
@@ -80,14 +79,15 @@ def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBat
     Row order across segments is not kept (no reader of the table relies on it: every
     query orders what it needs).
     """
-    pending: dict[pa.Schema, list[pa.Table]] = {}
+    # keyed by the scan's interned schema object: hashing a wide schema per segment is slow
+    pending: dict[int, list[pa.Table]] = {}
     rows = count = 0
     for info in scan.segments:
         table = read_segment(info).replace_schema_metadata(None)
         table = table.append_column(
             pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)
         )
-        pending.setdefault(table.schema, []).append(table)
+        pending.setdefault(id(info.schema), []).append(table)
         rows += info.num_rows
         count += 1
         if rows >= BATCH_ROWS or count >= BATCH_SEGMENTS:

@@ -29,7 +29,13 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import int64_scalar, string_scalar
-from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, check_segment
+from ftaudit.eventlog.reader import (
+    UNREADABLE,
+    RunScan,
+    SegmentInfo,
+    check_segment,
+    superseded,
+)
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.verifier.ring import keep_size
@@ -245,6 +251,8 @@ def select(
         if i < len(files):
             first_seq[writer] = files[i].first_seq
         chosen += [cache.info(f.listed) for f in files[i:]]
+    skip = superseded(tuple(chosen))  # a compaction cut short: read its events once
+    chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
     window = IncrementalScope(since, lookback, first_seq, last_seq, frozenset(heads), total)

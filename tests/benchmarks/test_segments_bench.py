@@ -1,0 +1,43 @@
+"""The many-segments benchmark script runs end to end at a tiny size (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_segments_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "segments_bench.py"),
+            "--steps",
+            "12",
+            "--few-every",
+            "6",
+            "--json",
+            str(out),
+            "--md",
+            str(tmp_path / "bench.md"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["synth_many"]["segments"] > result["synth_few"]["segments"]
+    assert result["compacted_segments"] < result["synth_many"]["segments"]
+    assert result["verify_compacted"]["code"] == 0
+    assert "CPU vs few" in (tmp_path / "bench.md").read_text()
