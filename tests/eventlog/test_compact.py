@@ -9,50 +9,24 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ftaudit.eventlog import Metric, RunLog, Trainer, WriterOptions, step_context
 from ftaudit.eventlog.compact import compact_run
-from ftaudit.eventlog.reader import read_records
 from ftaudit.eventlog.segment import PARTS_KEY
 from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import forge_digest
+from tests.support.small_segments import (
+    events as _events,
+)
+from tests.support.small_segments import (
+    segment_files as _segments,
+)
+from tests.support.small_segments import (
+    verdict as _verdict,
+)
+from tests.support.small_segments import (
+    write_small_segments,
+)
 
 KEY = b"compaction key"
-
-
-def write_small_segments(run_dir: Path, *, steps: int = 12, key: bytes | None = None) -> Path:
-    """A trainer and a driver flushing after every step, a checkpoint every third step."""
-    run = RunLog.start(run_dir, buffer_size=8, options=WriterOptions(fsync=False, mac_key=key))
-    trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
-    for step in range(steps):
-        with step_context(step, 0):
-            trainer.log(Metric(values={"loss": 1.0 / (step + 1)}))
-            trainer.log(Metric(values={"lr": 0.1}))
-        run.flush()
-        if step % 3 == 2:
-            run.record_checkpoint(step)
-    run.finish()
-    return run_dir
-
-
-def _events(run: Path) -> list[tuple[str, int, str]]:
-    return sorted(
-        (r.envelope.writer, r.envelope.seq, r.event.model_dump_json()) for r in read_records(run)
-    )
-
-
-def _verdict(ftaudit: Invoke, run: Path, *args: str) -> tuple[int, list[tuple[str, str]]]:
-    result = ftaudit("verify", run, "--format", "json", "--require-finished", *args)
-    assert result.exit_code in (0, 1), result.stderr
-    found = [
-        (v["code"], v["kind"])
-        for r in json.loads(result.stdout)["results"]
-        for v in r["violations"]
-    ]
-    return result.exit_code, sorted(found)
-
-
-def _segments(run: Path) -> list[Path]:
-    return sorted(run.glob("events/*/*.parquet"))
 
 
 def test_compaction_keeps_events_and_verdict(ftaudit: Invoke, tmp_path: Path) -> None:

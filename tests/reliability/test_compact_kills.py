@@ -18,9 +18,20 @@ from pathlib import Path
 import pytest
 
 from ftaudit.eventlog.compact import compact_run
-from tests.eventlog.test_compact import _events, _segments, _verdict, write_small_segments
 from tests.reliability.compact_child import KILLED
 from tests.support.cli import Invoke
+from tests.support.small_segments import (
+    events as _events,
+)
+from tests.support.small_segments import (
+    segment_files as _segments,
+)
+from tests.support.small_segments import (
+    verdict as _verdict,
+)
+from tests.support.small_segments import (
+    write_small_segments,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FRACTIONS = (0.05, 0.3, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)
