@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ftaudit.cli.interrupts import interrupted
 from ftaudit.cli.terminal import say
 from ftaudit.verifier.anchors import Anchors
 from ftaudit.verifier.findings import Report
@@ -44,12 +45,22 @@ def follow(
                 return poll.final
             sleep(interval)
     except KeyboardInterrupt:
-        through = online.judged_through
-        judged = f"steps 0-{through}" if through >= 0 else "no step"
-        found = len(online.violations)
-        verdict = f"{found} violation(s)" if found else "no violation"
-        say(f"ft-verify: stopped before the run finished; {judged} judged: {verdict}")
+        _stopped(online)
         raise
+    except Exception:
+        # Ctrl-C during a query: DuckDB is interrupted and the query fails before Python
+        # raises KeyboardInterrupt; the failure is the interruption
+        if interrupted():
+            _stopped(online)
+        raise
+
+
+def _stopped(online: OnlineVerifier) -> None:
+    through = online.judged_through
+    judged = f"steps 0-{through}" if through >= 0 else "no step"
+    found = len(online.violations)
+    verdict = f"{found} violation(s)" if found else "no violation"
+    say(f"ft-verify: stopped before the run finished; {judged} judged: {verdict}")
 
 
 def _tell(poll: Poll, online: OnlineVerifier, location_text: Callable[..., str]) -> None:
