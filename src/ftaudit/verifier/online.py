@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import string_scalar
-from ftaudit.eventlog.reader import RunScan, SegmentInfo
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, superseded
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentListing, list_segments
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
@@ -183,7 +183,9 @@ class OnlineVerifier:
         live = SegmentListing(listing.run_dir, listing.writers, ())
         window: IncrementalScope | None = None
         if start <= 0:  # nothing judged yet: every segment is needed
-            scan = RunScan(live.run_dir, tuple(self._cache.info(f) for f in live.files), ())
+            infos = tuple(self._cache.info(f) for f in live.files)
+            skip = superseded(infos)  # a compaction cut short: read its events once
+            scan = RunScan(live.run_dir, tuple(i for i in infos if i.path not in skip), ())
             opened = Session.open(self.run_dir, scan=scan)
         else:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
