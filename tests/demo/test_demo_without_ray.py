@@ -51,3 +51,22 @@ def test_demo_without_ray_says_what_to_install(tmp_path: Path) -> None:
         assert "install ftaudit[ray]" in done.stderr and "internal error" not in done.stderr
         assert done.stderr.count("\n") == 1 and done.stdout == ""
         assert not run_dir.exists() and list(temp.iterdir()) == []
+
+
+def test_demo_whose_ray_cannot_start_says_so(tmp_path: Path) -> None:
+    """A machine where Ray cannot start (here its temp dir is under a file; on a loaded
+    machine its node can miss the GCS's 30 s) is not an internal error to report."""
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    env = {**os.environ, "RAY_TMPDIR": str(not_a_dir / "ray"), "NO_COLOR": "1"}
+    demo = [sys.executable, "-c", "from ftaudit.cli.app import main; main()", "demo"]
+    done = subprocess.run(
+        [*demo, str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == exit_codes.UNUSABLE, done.stderr
+    assert "error: Ray did not start: NotADirectoryError" in done.stderr
+    assert "internal error" not in done.stderr

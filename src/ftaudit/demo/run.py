@@ -34,12 +34,17 @@ def new_run_dir() -> Path:
 def _start_ray(cfg: DemoConfig) -> str:
     import ray
 
-    ray.init(
-        num_cpus=cfg.cells + 2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-    )
+    try:
+        ray.init(
+            num_cpus=cfg.cells + 2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+    except Exception as exc:  # Ray's start-up errors have no common class
+        # e.g. the node not registering with its GCS within Ray's 30 s on a loaded machine:
+        # the machine's trouble, not a bug of ftaudit's to report
+        raise DemoError(f"Ray did not start: {type(exc).__name__}: {exc}") from exc
     return ray.get_runtime_context().gcs_address
 
 
