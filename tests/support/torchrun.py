@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from tests.support.processes import run_group
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 600
@@ -40,17 +41,12 @@ def torchrun(script: Path, *args: str, nproc: int, max_restarts: int = 0) -> str
 
     Fails the test (with the output's tail) when the launch fails or times out.
     """
-    try:
-        proc = subprocess.run(
-            command(script, *args, nproc=nproc, max_restarts=max_restarts),
-            cwd=ROOT,
-            env=environment(),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"torchrun timed out: {exc.stdout!r} {exc.stderr!r}"[-6000:]) from None
+    proc = run_group(
+        command(script, *args, nproc=nproc, max_restarts=max_restarts),
+        timeout=TIMEOUT_S,
+        env=environment(),
+        cwd=ROOT,
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"torchrun {args}: exit {proc.returncode}\n{output[-4000:]}"
     return output

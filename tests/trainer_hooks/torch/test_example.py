@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import pytest
 
 import ftaudit
 from ftaudit.verifier import verify
+from tests.support.torchrun import torchrun
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).parents[3]
@@ -58,16 +58,7 @@ def test_torchrun_example_adds_few_lines_and_matches_the_readme() -> None:
 @pytest.mark.slow
 def test_torchrun_example_runs_and_verifies(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    example = subprocess.run(
-        [*torchrun, "--nproc-per-node", "2", str(DDP_EXAMPLE), str(run_dir)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert example.returncode == 0, example.stderr[-4000:]
+    torchrun(DDP_EXAMPLE, str(run_dir), nproc=2)
     report = verify(run_dir)
     assert report.passed(), [v.message for r in report.results for v in r.violations]
     # DDP: every rank is its own cell, compared with rank 0 after each step

@@ -11,9 +11,6 @@ processes) runs its clean job and its defect twin in one launch, one restart eac
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,49 +18,17 @@ import pytest
 import ftaudit
 from ftaudit.eventlog import FaultInjected, RunStarted, read_records
 from ftaudit.verifier import verify
+from tests.support.torchrun import torchrun as launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 CHILD = Path(__file__).with_name("torchrun_child.py")
-ROOT = Path(__file__).parents[3]
 STRATEGIES = ["ddp", "fsdp", "ddp_dcp"]
 
 
 def torchrun(strategy: str, *jobs: tuple[Path, str], procs: int = 2) -> str:
     """One launch running ``jobs`` (run directory, bugs) in turn, one restart per job."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-        "OMP_NUM_THREADS": "1",
-        # workers sharing the agent's TCPStore can read the previous round's gloo
-        # addresses after a restart and hang or fail to connect (pytorch#135712, #167288)
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    }
-    try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc-per-node",
-                str(procs),
-                "--max-restarts",
-                str(len(jobs)),
-                str(CHILD),
-                strategy,
-                *(arg for run_dir, bugs in jobs for arg in (str(run_dir), bugs)),
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,  # generous: a loaded machine (load 30 seen) slows both incarnations
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"torchrun timed out: {exc.stdout!r} {exc.stderr!r}"[-6000:]) from None
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-4000:]
-    return output
+    args = (arg for run_dir, bugs in jobs for arg in (str(run_dir), bugs))
+    return launch(CHILD, strategy, *args, nproc=procs, max_restarts=len(jobs))
 
 
 @pytest.mark.parametrize("strategy", [*STRATEGIES, "fsdp_full"])
