@@ -185,7 +185,10 @@ class CellWorker:
                 part = slice(part.start, min(part.stop + group, len(sample_indices)))
             read = part  # the items this cell reads: its own shard's
             if self.data_rank is not None:  # a data cursor adopted from a peer at a heal
-                read = shard_slice(len(sample_indices), group, self.data_rank, self.quorum_size)
+                # wrapped: under torchft the peer sends it from the quorum before the one
+                # the cells train in, which may have had more cells
+                cursor = self.data_rank % self.quorum_size
+                read = shard_slice(len(sample_indices), group, cursor, self.quorum_size)
             batch = self.dataset.batch(
                 np.asarray(sample_indices)[part],
                 np.asarray(witness_ids)[part],
