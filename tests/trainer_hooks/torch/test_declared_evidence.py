@@ -1,6 +1,9 @@
-"""Restore evidence by adoption (FT009): a resumed incarnation whose rank kept its live state
+"""What a trainer declares instead of the usual evidence, end to end.
+
+Restore evidence by adoption (FT009): a resumed incarnation whose rank kept its live state
 (an in-memory replica that survived the restart) says so, and verifies; the same resume
-without a load and without that statement is an unrestored rank."""
+without a load and without that statement is an unrestored rank. An intended change of the
+trainable parameters (FT012), declared first, verifies; undeclared, it is reported."""
 
 from __future__ import annotations
 
@@ -71,3 +74,32 @@ def test_resume_without_load_or_adoption_is_an_unrestored_rank(tmp_path: Path) -
     report = verify(tmp_path / "run")
     failed = {v.kind for r in report.results if r.code == "FT009" for v in r.violations}
     assert failed == {"unrestored_rank"}, [v.message for r in report.results for v in r.violations]
+
+
+def _freeze_head_after(run_dir: Path, step: int, *, declare: bool) -> None:
+    model = make_model(seed=0)
+    install_witnesses(model, B, layers="layers")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    driver = DriverSession.start(run_dir, **META)
+    hooks = TrainerHooks.attach(run_dir, 0, cell=0, rank=0, model=model, optimizer=optimizer)
+    _train(driver, hooks, range(step + 1))
+    if declare:
+        hooks.declare_parameter_change("the head is frozen on schedule")
+    model.head.requires_grad_(False)
+    _train(driver, hooks, range(step + 1, 5))
+    hooks.close()
+    driver.finish()
+
+
+def test_declared_parameter_change_verifies(tmp_path: Path) -> None:
+    _freeze_head_after(tmp_path / "run", 2, declare=True)
+    report = verify(tmp_path / "run")
+    assert report.passed(), [v.message for r in report.results for v in r.violations]
+
+
+def test_undeclared_parameter_change_is_reported(tmp_path: Path) -> None:
+    _freeze_head_after(tmp_path / "run", 2, declare=False)
+    report = verify(tmp_path / "run")
+    failed = [v for r in report.results for v in r.violations]
+    assert {r.code for r in report.results if r.violations} == {"FT012"}, failed
+    assert any("head" in v.message for v in failed), failed
