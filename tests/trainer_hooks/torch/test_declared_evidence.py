@@ -22,6 +22,16 @@ B, BATCH, SEQ = 40, 4, 6
 META = {"buffer_size": B, "dataset_size": 1000, "deterministic_order": True}
 
 
+def _start(run_dir: Path) -> tuple[DriverSession, TrainerHooks]:
+    """Incarnation 0 of a one-rank run with witnesses."""
+    model = make_model(seed=0)
+    install_witnesses(model, B, layers="layers")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    driver = DriverSession.start(run_dir, **META)
+    hooks = TrainerHooks.attach(run_dir, 0, cell=0, rank=0, model=model, optimizer=optimizer)
+    return driver, hooks
+
+
 def _train(driver: DriverSession, hooks: TrainerHooks, steps: range) -> None:
     for step in steps:
         info = driver.allocate(step, 0, range(step * BATCH, (step + 1) * BATCH))
@@ -36,11 +46,8 @@ def _train(driver: DriverSession, hooks: TrainerHooks, steps: range) -> None:
 
 
 def _resume_keeping_live_state(run_dir: Path, ckpt: Path, *, adopt: bool) -> None:
-    model = make_model(seed=0)
-    install_witnesses(model, B, layers="layers")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    driver = DriverSession.start(run_dir, **META)
-    hooks = TrainerHooks.attach(run_dir, 0, cell=0, rank=0, model=model, optimizer=optimizer)
+    driver, hooks = _start(run_dir)
+    model, optimizer = hooks.model, hooks.optimizer
     _train(driver, hooks, range(2))
     with hooks.step(1, 0):
         hooks.save_checkpoint(ckpt, iteration=1)
@@ -77,15 +84,11 @@ def test_resume_without_load_or_adoption_is_an_unrestored_rank(tmp_path: Path) -
 
 
 def _freeze_head_after(run_dir: Path, step: int, *, declare: bool) -> None:
-    model = make_model(seed=0)
-    install_witnesses(model, B, layers="layers")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    driver = DriverSession.start(run_dir, **META)
-    hooks = TrainerHooks.attach(run_dir, 0, cell=0, rank=0, model=model, optimizer=optimizer)
+    driver, hooks = _start(run_dir)
     _train(driver, hooks, range(step + 1))
     if declare:
         hooks.declare_parameter_change("the head is frozen on schedule")
-    model.head.requires_grad_(False)
+    hooks.model.head.requires_grad_(False)
     _train(driver, hooks, range(step + 1, 5))
     hooks.close()
     driver.finish()
