@@ -286,6 +286,16 @@ all), logged at save, load and heal for every tensor, so a restore over another 
 ``trainer_hooks/torch/dtensor.py`` for the digest."""
 
 
+def tensor_of(name: str) -> str:
+    """The tensor a checksum name is about, without its layout tag (``@rows[a:b]``,
+    ``@whole``)."""
+    for tag in (SHARD_TAG + "[", WHOLE_TAG):
+        cut = name.find(tag)
+        if cut >= 0:
+            return name[:cut]
+    return name
+
+
 class TrainerWeightChecksum(Event):
     """One hash per tensor (parameters, buffers, optimizer state) held by one trainer rank."""
 

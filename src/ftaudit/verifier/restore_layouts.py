@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG
+from ftaudit.eventlog.events import SHARD_TAG, tensor_of
 from ftaudit.verifier.context import RunContext
 
 LAYOUTS = """
@@ -39,15 +39,6 @@ State = dict[str, str]
 def is_shard(name: str) -> bool:
     """A hash of a local shard (``w@rows[0:20]``): it depends on the layout."""
     return SHARD_TAG + "[" in name
-
-
-def tensor_of(name: str) -> str:
-    """The tensor a hash name is about, without its layout tag."""
-    for tag in (SHARD_TAG + "[", WHOLE_TAG):
-        cut = name.find(tag)
-        if cut >= 0:
-            return name[:cut]
-    return name
 
 
 @dataclass(frozen=True)

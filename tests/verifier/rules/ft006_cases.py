@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from ftaudit.eventlog import CheckpointRef, ChecksumWhen
+from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG
 from tests.support.builder import Incarnation, RunBuilder
 from tests.verifier.rules.case import Build, Case, Expect
 
@@ -67,7 +68,8 @@ LOCAL = ("buffer/bn.running_mean",)
 
 def replica_local(*, corrupt_load: bool) -> Build:
     """Batch-norm statistics differ per cell by design; declared, they are not compared
-    across cells, but a load must still restore them exactly."""
+    across cells (nor their shards and whole-tensor digests, declared by the tensor's
+    name), but a load must still restore them exactly."""
 
     def build(b: RunBuilder) -> None:
         run = b.start()
@@ -76,18 +78,29 @@ def replica_local(*, corrupt_load: bool) -> Build:
             state = {"param/w": "w0", LOCAL[0]: f"mean{cell}"}
             run.checksum(0, cell, state, replica_local=LOCAL)
             ref = CheckpointRef(iteration=0, incarnation=0)
+            saved = {
+                **state,
+                f"{LOCAL[0]}{WHOLE_TAG}": f"whole{cell}",
+                f"{LOCAL[0]}{SHARD_TAG}[0:4]": f"rows{cell}",
+            }
             run.checksum(
-                0, cell, state, when=ChecksumWhen.AT_SAVE, checkpoint=ref, replica_local=LOCAL
+                0, cell, saved, when=ChecksumWhen.AT_SAVE, checkpoint=ref, replica_local=LOCAL
             )
         run.checkpoint(0)
         run.finish()
         again = b.start(resume_from=0)
         for cell in range(2):
             mean = "stale" if corrupt_load and cell == 1 else f"mean{cell}"
+            loaded = {
+                "param/w": "w0",
+                LOCAL[0]: mean,
+                f"{LOCAL[0]}{WHOLE_TAG}": f"whole{cell}",
+                f"{LOCAL[0]}{SHARD_TAG}[0:4]": f"rows{cell}",
+            }
             again.checksum(
                 1,
                 cell,
-                {"param/w": "w0", LOCAL[0]: mean},
+                loaded,
                 when=ChecksumWhen.AFTER_LOAD,
                 replica_local=LOCAL,
             )

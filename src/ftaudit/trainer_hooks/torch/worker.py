@@ -111,8 +111,9 @@ class TrainerHooks:
         """``clearer`` and ``hasher`` replace the plain-PyTorch witness clearing and state
         hashes for frameworks whose optimizers keep their own copies (Megatron-core).
 
-        ``replica_local`` names state tensors (keys of :meth:`hashes`, e.g.
-        ``buffer/bn.running_mean``) that differ between cells by design: each checksum
+        ``replica_local`` names state tensors (keys of :meth:`hashes` without a layout
+        tag, e.g. ``buffer/bn.running_mean``) that differ between cells by design: their
+        shards and whole-tensor digests go with them. Each checksum
         declares them, so FT006 leaves them out of the cross-replica comparison and still
         compares them at save/load and heal."""
         self.run = run
@@ -457,7 +458,7 @@ class TrainerHooks:
         ``captured`` replaces some hashes by values taken earlier, for state that moved
         on since it was loaded (a framework's RNG, consumed before the first step).
         """
-        from ftaudit.eventlog.events import TrainerWeightChecksum
+        from ftaudit.eventlog.events import TrainerWeightChecksum, tensor_of
 
         hashes = {**self.hashes(when), **(captured or {})}
         self.writer.log(
@@ -468,7 +469,7 @@ class TrainerHooks:
                 hashes=hashes,
                 checkpoint=checkpoint,
                 heal_source=source_cell,
-                replica_local=[name for name in self.replica_local if name in hashes],
+                replica_local=sorted(set(self.replica_local) & {tensor_of(n) for n in hashes}),
             )
         )
         return hashes

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG
+from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG, tensor_of
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.restore_layouts import RestoreLayouts, tensor_of
+from ftaudit.verifier.restore_layouts import RestoreLayouts
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
 EVENTS = """
@@ -24,14 +24,18 @@ EVENTS = """
     LEFT JOIN incarnations i USING (incarnation)"""
 """One row per checksum event, with the cell every other cell is compared against."""
 
-TENSORS = """
+TENSORS = f"""
     CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
-    SELECT writer, seq, tensor, hash, list_contains(replica_local, tensor) AS replica_local
+    SELECT writer, seq, tensor, hash,
+           list_contains(replica_local,
+                         split_part(split_part(tensor, '{SHARD_TAG}[', 1), '{WHOLE_TAG}', 1))
+               AS replica_local
     FROM (SELECT writer, seq, coalesce(replica_local, []) AS replica_local,
                  unnest(map_keys(hashes)) AS tensor, unnest(map_values(hashes)) AS hash
           FROM trainer_weight_checksum)"""
-"""One row per tensor hash; ``replica_local``: the checksum declared it differs between
-cells by design."""
+"""One row per tensor hash; ``replica_local``: the checksum declared the tensor differs
+between cells by design (declared by its name: its shards and whole digest go with it, as
+:func:`~ftaudit.eventlog.events.tensor_of` reads a name)."""
 
 CROSS_REPLICA_PAIRS = """
     SELECT e.*, r.writer AS ref_writer, r.seq AS ref_seq
