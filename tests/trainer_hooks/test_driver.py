@@ -19,6 +19,7 @@ from ftaudit.eventlog import (
     read_records,
 )
 from ftaudit.trainer_hooks import DriverSession, WitnessIdAllocator, errored, ranks, should_retry
+from ftaudit.verifier import verify
 
 N, D, R = "normal", "discarded_should_retry", errored()
 
@@ -128,3 +129,19 @@ def test_replayed_stream_matches_an_uninterrupted_allocator(tmp_path: Path) -> N
     reference = WitnessIdAllocator(50)
     reference.allocate(5)
     assert got == reference.allocate(5)
+
+
+@pytest.mark.parametrize("declared", [True, False, None])
+def test_the_order_declaration_is_recorded_as_given(tmp_path: Path, declared: bool | None) -> None:
+    """Undeclared stays undeclared (None), which the verifier reads as non-deterministic
+    and says so in FT005's note: the choice is visible, never silently False."""
+    driver = DriverSession.start(tmp_path, buffer_size=10, deterministic_order=declared)
+    driver.allocate(0, 0, [0, 2])  # a hole at sample 1
+    driver.end_attempt(0, 0, {0: ranks(N)})
+    driver.finish()
+    (started,) = [r.event for r in _events(tmp_path, RunStarted)]
+    assert started.deterministic_order is declared
+    (result,) = verify(tmp_path, select=["FT005"]).results
+    (hole,) = result.violations
+    assert hole.severity.value == ("error" if declared else "warning"), hole.message
+    assert ("does not declare whether" in result.note) is (declared is None), result.note

@@ -126,7 +126,7 @@ class DriverSession:
         resume_from: CheckpointRef | int | None = None,
         config: dict[str, object] | None = None,
         dataset_size: int | None = None,
-        deterministic_order: bool = False,
+        deterministic_order: bool | None = None,
         options: WriterOptions | None = None,
         index: ResumeIndex | None = None,
     ) -> DriverSession:
@@ -142,8 +142,10 @@ class DriverSession:
         always checks that the committed ones form one contiguous range from 0 and that a
         replayed step trains what the abandoned one did. ``deterministic_order`` says how
         hard: True (the loader replays the same stream after a resume, e.g. a seeded
-        sampler restored to its position) makes a hole or a changed replay an error;
-        False, the default, makes them warnings.
+        sampler restored to its position) makes a hole, a changed replay, an epoch order
+        changed at a resume or a position fed other content by another incarnation an
+        error (FT005, FT008); False (declared non-deterministic) and None (undeclared, the
+        default; the report notes it) make them warnings.
         """
         index = index if index is not None else ResumeIndex.open(run_dir)
         ref = index.checkpoint_at(resume_from) if isinstance(resume_from, int) else resume_from

@@ -18,8 +18,8 @@ def sample_twice(b: RunBuilder) -> None:
     run.finish()
 
 
-def sample_skipped(b: RunBuilder) -> None:
-    run = b.start(deterministic_order=True)
+def sample_skipped(b: RunBuilder, order: bool | None = True) -> None:
+    run = b.start(deterministic_order=order)
     run.train(0, [0, 1, 2])
     run.train(1, [4, 5, 6])
     run.finish()
@@ -67,6 +67,26 @@ CASES: tuple[Case, ...] = (
         "a skipped sample in a deterministic order",
         sample_skipped,
         (Expect(samples=(3,), text="never trained"),),
+    ),
+    # a hole or a changed replay is an error only under a declared deterministic order:
+    # declared non-deterministic (False) and undeclared (None) read the same (FT008 too)
+    Case(
+        "a skipped sample, order declared non-deterministic",
+        partial(sample_skipped, order=False),
+        (Expect(samples=(3,), severity="warning", text="does not declare a deterministic"),),
+    ),
+    Case(
+        "a skipped sample, order undeclared",
+        partial(sample_skipped, order=None),
+        (Expect(samples=(3,), severity="warning", text="does not declare a deterministic"),),
+    ),
+    Case(
+        "a replayed step training other samples, order undeclared",
+        partial(_replay, order=None),
+        (
+            Expect(step=2, severity="warning", text="does not declare a deterministic"),
+            Expect(samples=(6, 7, 8), severity="warning", kind="skipped_sample"),
+        ),
     ),
     Case(
         "a replayed step training other samples",

@@ -73,7 +73,7 @@ def tensor_parallel_ranks(b: RunBuilder) -> None:
     run.finish()
 
 
-def _replayed(b: RunBuilder, content: list[int], *, deterministic: bool) -> None:
+def _replayed(b: RunBuilder, content: list[int], *, deterministic: bool | None) -> None:
     run = b.start(dataset_size=N, deterministic_order=deterministic)
     step(run, 0, [0, 1, 2, 3])
     run.checkpoint(0)
@@ -135,13 +135,13 @@ def claim_against_order(b: RunBuilder) -> None:
     run.finish()
 
 
-def order_changed_at_resume(b: RunBuilder) -> None:
-    run = start(b, manifest=False)
+def order_changed_at_resume(b: RunBuilder, deterministic: bool | None = True) -> None:
+    run = b.start(dataset_size=N, deterministic_order=deterministic)
     run.order(0, 0, PERM, size=N, seed=1)
     step(run, 0, [0, 1, 2, 3], content=PERM[0:4])
     run.checkpoint(0)
     run.flush()
-    again = b.start(resume_from=0, dataset_size=N, deterministic_order=True)
+    again = b.start(resume_from=0, dataset_size=N, deterministic_order=deterministic)
     again.order(0, 0, PERM[::-1], size=N, seed=7)
     step(again, 1, [4, 5, 6, 7], content=PERM[::-1][4:8])
     again.finish()
@@ -228,7 +228,14 @@ CASES: tuple[Case, ...] = (
         partial(_replayed, content=[8, 9, 10, 11], deterministic=False),
         (Expect(samples=(4, 5, 6, 7), step=1, severity="warning"),),
     ),
+    # undeclared (None) reads as declared non-deterministic (False), in FT005 too
+    case(
+        "replay_differs_undeclared",
+        partial(_replayed, content=[8, 9, 10, 11], deterministic=None),
+        (Expect(samples=(4, 5, 6, 7), step=1, severity="warning"),),
+    ),
     case("replay_same", partial(_replayed, content=[4, 5, 6, 7], deterministic=True)),
+    case("replay_same_undeclared", partial(_replayed, content=[4, 5, 6, 7], deterministic=None)),
     case(
         "missing_fingerprint",
         missing_fingerprint,
@@ -267,6 +274,14 @@ CASES: tuple[Case, ...] = (
                 "(seed 7 instead of 1)"
             ),
         ),
+    ),
+    *(
+        case(
+            f"order_changed_at_resume_{name}",
+            partial(order_changed_at_resume, deterministic=declared),
+            (Expect(severity="warning", text="declared another order for epoch 0"),),
+        )
+        for name, declared in (("nondeterministic", False), ("undeclared", None))
     ),
     case("padded_epoch", padded_epoch),
     case("equal_items_in_dataset", equal_items_in_dataset),

@@ -26,6 +26,19 @@ def name_list(names: Sequence[str | None], limit: int = 8) -> str:
     return "[" + ", ".join(shown) + more + "]"
 
 
+def order_severity(ctx: RunContext) -> Severity:
+    """How hard a finding weighs that a reproducible data order would rule out.
+
+    A hole in the committed sample stream, a replayed step that trained other samples,
+    an epoch order that changed at a resume, one position fed other content by another
+    incarnation: each is a defect where the run declares its order deterministic
+    (``deterministic_order=True``) and can be legitimate where it does not. So they are
+    errors under True and warnings otherwise: False (declared non-deterministic) and
+    None (undeclared) read the same, in every rule.
+    """
+    return Severity.ERROR if ctx.deterministic_order is True else Severity.WARNING
+
+
 @dataclass(frozen=True)
 class RuleOutcome:
     """What one rule found: how many things it looked at, and what was wrong."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from ftaudit.verifier.context import Allocation, RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
-from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
+from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome, order_severity
 from ftaudit.verifier.spans import Spans, multiply_covered, union_all
 
 
@@ -69,6 +69,7 @@ class SampleExactlyOnce(Rule):
         keys = ctx.committed_keys
         committed = [a for a in ctx.allocations if a.key in keys and a.num_ids > 0]
         out: list[Violation] = []
+        undeclared = ctx.deterministic_order is None and ctx.scope is None
         if committed:
             shifts = self._resumed_streams(ctx, committed)
             duplicates = self._duplicates(ctx, committed)
@@ -77,11 +78,7 @@ class SampleExactlyOnce(Rule):
             out += self._headlines(ctx, shifts, [*duplicates, *skipped, *replays])
         else:
             out += self._replays(ctx, committed)
-        return RuleOutcome(len(committed), tuple(out))
-
-    def _severity(self, ctx: RunContext) -> Severity:
-        """Errors where the run declares a deterministic order, else warnings."""
-        return Severity.ERROR if ctx.deterministic_order else Severity.WARNING
+        return RuleOutcome(len(committed), tuple(out), note=_UNDECLARED if undeclared else "")
 
     def _resumed_streams(self, ctx: RunContext, committed: list[Allocation]) -> list[_Shift]:
         """Each resumed incarnation whose stream does not continue its checkpoint's.
@@ -151,7 +148,7 @@ class SampleExactlyOnce(Rule):
                     location=Location(shift.iteration + 1, incarnation=shift.incarnation),
                     sample_indices=range(lo, min(hi, lo + MAX_IDS)),
                     id_count=hi - lo,
-                    severity=Severity.ERROR if replays else self._severity(ctx),
+                    severity=Severity.ERROR if replays else order_severity(ctx),
                     details=[v.message for v in mine],
                 )
             )
@@ -204,7 +201,7 @@ class SampleExactlyOnce(Rule):
         if not skipped:
             return []
         shown = skipped.head(MAX_IDS)
-        severity = self._severity(ctx)
+        severity = order_severity(ctx)
         why = (
             "although the run declares a deterministic data order"
             if severity is Severity.ERROR
@@ -238,7 +235,7 @@ class SampleExactlyOnce(Rule):
                 latest[key] = []
             if not latest[key] or latest[key][0].attempt == a.attempt:
                 latest[key].append(a)
-        severity = self._severity(ctx)
+        severity = order_severity(ctx)
         out = []
         for (inc, step), abandoned in sorted(latest.items()):
             if step not in final:
@@ -268,3 +265,10 @@ class SampleExactlyOnce(Rule):
                 )
             )
         return out
+
+
+_UNDECLARED = (
+    "the run does not declare whether its data order is deterministic: holes in the sample "
+    "stream and replays that trained other samples are warnings, not errors (declare "
+    "deterministic_order at DriverSession.start)"
+)

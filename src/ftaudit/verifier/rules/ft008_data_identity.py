@@ -23,7 +23,7 @@ from ftaudit.verifier.fed import (
     load_orders,
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
-from ftaudit.verifier.rules.base import Rule, RuleOutcome
+from ftaudit.verifier.rules.base import Rule, RuleOutcome, order_severity
 
 SHOWN = 6
 """Samples spelled out in one message (all of them are in the violation's ids)."""
@@ -50,9 +50,12 @@ class DataIdentity(Rule):
     and none outside the attempt's allocation. Wherever a position was fed more than
     once (cells, ranks, retried attempts, abandoned incarnations) it was fed the same
     content; every incarnation declares the same order for an epoch, and a resumed
-    loader holds the state saved with its checkpoint. Without a manifest only these
-    agreements are checked, and the result says so. A run that logs no fingerprints
-    passes with a note.
+    loader holds the state saved with its checkpoint. An order changed at a resume and a
+    position fed other content by another incarnation are errors only where the run
+    declares its data order deterministic (``deterministic_order=True``), warnings where
+    it declares it non-deterministic or does not say (as FT005's holes). Without a
+    manifest only these agreements are checked, and the result says so. A run that logs
+    no fingerprints passes with a note.
 
     Fails::
 
@@ -177,9 +180,6 @@ class DataIdentity(Rule):
 
     # -- declarations: orders and loader states ---------------------------------------
 
-    def _severity(self, ctx: RunContext) -> Severity:
-        return Severity.WARNING if ctx.deterministic_order is False else Severity.ERROR
-
     def _orders(self, ctx: RunContext, orders: list[OrderDeclaration]) -> list[Violation]:
         first: dict[int, OrderDeclaration] = {}
         out = []
@@ -207,7 +207,7 @@ class DataIdentity(Rule):
                     "The loader's shuffle state (seed, epoch or generator) was not restored",
                     kind="order_changed",
                     location=Location(incarnation=order.incarnation),
-                    severity=self._severity(ctx),
+                    severity=order_severity(ctx),
                 )
             )
         return out
@@ -254,7 +254,7 @@ class DataIdentity(Rule):
         stream: StreamMap,
     ) -> list[Violation]:
         """A saved loader position must be where the committed stream stood at that step."""
-        if not saved or not ctx.deterministic_order:
+        if not saved or ctx.deterministic_order is not True:
             return []
         committed = [a for a in ctx.allocations if a.key in ctx.committed_keys and a.num_ids]
         out = []
@@ -546,11 +546,9 @@ class DataIdentity(Rule):
                 elif all(second_ok) and not any(first_ok):
                     verdict = f"; the dataset's items are what {_key_text(ctx, b)} fed"
             same_attempt = a == b
-            severity = (
-                Severity.WARNING
-                if not same_attempt and a[0] != b[0] and ctx.deterministic_order is False
-                else Severity.ERROR
-            )
+            # another incarnation may feed a position other content only where the order
+            # is not declared reproducible
+            severity = Severity.ERROR if a[0] == b[0] else order_severity(ctx)
             if same_attempt:
                 both = " and ".join(map(str, sorted(set(cells_a) | set(cells_b))))
                 text = f"cells {both} fed different content in {_key_text(ctx, a)}"
