@@ -18,7 +18,7 @@ from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentFile, list_segments
-from ftaudit.eventlog.segment import SegmentMeta
+from ftaudit.eventlog.segment import SegmentMeta, file_digest
 
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 """What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
@@ -121,6 +121,31 @@ def superseded(segments: tuple[SegmentInfo, ...]) -> set[Path]:
         and info.meta.digest
         and (info.meta.writer, info.meta.first_seq, info.meta.last_seq, info.meta.digest) in held
     }
+
+
+def digest_problem(info: SegmentInfo) -> str | None:
+    """Why a segment's bytes do not match the digest its footer records; None when they do."""
+    if not info.meta.digest:
+        return "its footer has no content digest, unlike the rest of the run"
+    try:
+        data = info.path.read_bytes()
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    actual = file_digest(data)
+    if actual is None:
+        return "its digest cannot be found in its footer"
+    if actual != info.meta.digest:
+        return f"its bytes hash to {actual[:12]}..., its footer says {info.meta.digest[:12]}..."
+    return None
+
+
+def torn_rows(path: Path) -> int | None:
+    """How many events a torn flush's temp file holds when it was written completely (only
+    its rename was cut short); None when it was cut short while being written."""
+    try:
+        return pq.read_metadata(path).num_rows
+    except UNREADABLE:
+        return None
 
 
 def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:

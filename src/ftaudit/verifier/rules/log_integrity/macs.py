@@ -4,7 +4,8 @@ Given the run's key, every segment must carry ``ftaudit.mac`` = HMAC(key, its di
 and every checkpoint and ``run_finished`` record its ``mac`` = HMAC(key, the record bound
 to its run, writer and sequence number). A forger without the key who edits a history and
 recomputes the digests, the chain and the checkpoint records cannot make these: the
-MACs of what they rewrote no longer match. Without a key nothing here is checked.
+MACs of what they rewrote no longer match. Without a key, segments that carry MACs are
+counted in one warning: they could not be checked.
 """
 
 from __future__ import annotations
@@ -12,8 +13,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, same, segment_mac
+from ftaudit.eventlog.keys import (
+    KEY_ENV,
+    KEY_FILE_ENV,
+    MAC_RECORD_TYPES,
+    record_mac,
+    same,
+    segment_mac,
+)
 from ftaudit.eventlog.reader import SegmentInfo, segment_records
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.findings import Location, Severity, Violation
+from ftaudit.verifier.rules.base import Rule
 
 
 @dataclass(frozen=True)
@@ -71,4 +82,53 @@ def unkeyed_macs(segments: tuple[SegmentInfo, ...]) -> int:
     return sum(1 for info in segments if info.meta.mac)
 
 
-__all__ = ["MacProblem", "record_problems", "segment_problems", "unkeyed_macs"]
+def mac_violations(
+    rule: Rule, ctx: RunContext, segments: tuple[SegmentInfo, ...]
+) -> list[Violation]:
+    """Given the key: every segment and checkpoint record carries a MAC made with it."""
+    key = ctx.anchors.mac_key
+    if key is None:
+        count = unkeyed_macs(segments)
+        if not count:
+            return []
+        return [
+            rule.violation(
+                f"{count} segment(s) carry MACs, but no key was given ({KEY_ENV}, "
+                f"{KEY_FILE_ENV} or --key-file): they were not checked, so a forger who "
+                "recomputed the digests would go unseen",
+                kind="unchecked_mac",
+                severity=Severity.WARNING,
+            )
+        ]
+    problems = [
+        *segment_problems(segments, key),
+        *record_problems(segments, key),
+    ]
+    out = []
+    for p in problems:
+        if p.kind == "missing_mac":
+            why = (
+                "carries no MAC, but a key was given: it was written without the key, "
+                "or its MAC was stripped"
+            )
+        else:
+            why = (
+                "has a MAC that does not match the key: it was rewritten (edited, "
+                "re-digested, swapped or moved) by someone without the key, or the key is "
+                "not the run's"
+            )
+        out.append(
+            rule.violation(
+                f"{p.what} {why}",
+                kind=p.kind,
+                location=Location(
+                    incarnation=p.segment.meta.incarnation,
+                    writer=p.segment.meta.writer,
+                    segment=str(p.segment.path),
+                ),
+            )
+        )
+    return out
+
+
+__all__ = ["MacProblem", "mac_violations", "record_problems", "segment_problems", "unkeyed_macs"]

@@ -1,0 +1,175 @@
+"""The hash chain: each segment matches its digest and follows its predecessor, and the
+log still ends, with the same digest, at every head a record vouched for."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ftaudit.eventlog.reader import SegmentInfo, digest_problem
+from ftaudit.verifier.findings import Location, Severity, Violation
+from ftaudit.verifier.heads import RecordedHead
+from ftaudit.verifier.rules.base import Rule
+
+
+def chain_breaks(
+    rule: Rule, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+) -> list[Violation]:
+    """Each segment matches its digest and follows its predecessor; checkpoints agree."""
+    if not any(info.meta.digest for info in segments):
+        stripped = _stripped_digests(rule, segments, heads)
+        return stripped or [
+            rule.violation(
+                "no segment of this run carries a content digest (written by an ftaudit "
+                "older than the hash chain): edits to the log cannot be detected",
+                kind="no_digest",
+                severity=Severity.WARNING,
+            )
+        ]
+    by_writer: dict[str, list[SegmentInfo]] = defaultdict(list)
+    for info in segments:
+        by_writer[info.meta.writer].append(info)
+    out = []
+    for writer, infos in sorted(by_writer.items()):
+        infos.sort(key=lambda i: i.meta.first_seq)
+        previous: SegmentInfo | None = None
+        for info in infos:
+            where = Location(
+                incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
+            )
+            problem = digest_problem(info)
+            if problem:
+                out.append(
+                    rule.violation(
+                        f"segment {info.path.name} of writer {writer} was altered after it "
+                        f"was sealed: {problem} (an event edited, removed, inserted or "
+                        "reordered, or the file damaged)",
+                        kind="altered_segment",
+                        location=where,
+                    )
+                )
+            out += _parts_chain(rule, info, where)
+            want = previous.meta.head_digest if previous else ""
+            contiguous = info.meta.first_seq == (previous.meta.last_seq + 1 if previous else 0)
+            if info.meta.prev_digest != want and contiguous:  # holes are reported already
+                before = f"{previous.path.name}" if previous else "nothing (its first)"
+                out.append(
+                    rule.violation(
+                        f"hash chain broken in writer {writer}: segment {info.path.name} "
+                        f"does not follow {before}; a segment was replaced, removed, "
+                        "reordered or inserted",
+                        kind="broken_chain",
+                        location=where,
+                    )
+                )
+            previous = info
+    out += _heads_match(rule, heads, segments, by_writer)
+    return out
+
+
+def _parts_chain(rule: Rule, info: SegmentInfo, where: Location) -> list[Violation]:
+    """A compacted segment's originals still form the chain they formed on disk."""
+    out = []
+    want = info.meta.prev_digest
+    for part in info.meta.parts:
+        if part.prev_digest != want:
+            out.append(
+                rule.violation(
+                    f"hash chain broken inside compacted segment {info.path.name} of writer "
+                    f"{info.meta.writer}: the original segment at seq {part.first_seq} does "
+                    "not follow the one before it",
+                    kind="broken_chain",
+                    location=where,
+                )
+            )
+        want = part.digest
+    return out
+
+
+def _heads_match(
+    rule: Rule,
+    heads: list[RecordedHead],
+    segments: tuple[SegmentInfo, ...],
+    by_writer: dict[str, list[SegmentInfo]],
+) -> list[Violation]:
+    """The log still holds, with the same digest, every head a record vouched for."""
+    ends: dict[tuple[str, int], tuple[SegmentInfo, str]] = {}
+    for info in segments:
+        for part in info.meta.parts:  # the originals a compacted segment holds
+            ends[(info.meta.writer, part.last_seq)] = (info, part.digest)
+        ends[(info.meta.writer, info.meta.last_seq)] = (info, info.meta.head_digest)
+    out = []
+    seen: set[tuple[str, int, str]] = set()
+    for h in heads:
+        if not h.digest or (h.writer, h.last_seq, h.digest) in seen:
+            continue
+        seen.add((h.writer, h.last_seq, h.digest))
+        end = ends.get((h.writer, h.last_seq))
+        where = Location(incarnation=h.incarnation, writer=h.writer)
+        if end is None:
+            # a seq inside a segment: re-cut; beyond them all: a truncated tail (sequences.py)
+            inside = any(
+                i.meta.first_seq <= h.last_seq < i.meta.last_seq
+                for i in by_writer.get(h.writer, ())
+            )
+            if inside:
+                out.append(
+                    rule.violation(
+                        f"writer {h.writer} has no segment ending at seq {h.last_seq}, "
+                        f"where {h.record} recorded its chain head: its segments were "
+                        "rewritten after that record",
+                        kind="rewritten_after_checkpoint",
+                        location=where,
+                    )
+                )
+        elif end[1] != h.digest:
+            info, now = end
+            out.append(
+                rule.violation(
+                    f"writer {h.writer}'s events up to seq {h.last_seq} differ from what "
+                    f"{h.record} recorded (chain head {h.digest[:12]}..., now "
+                    f"{now[:12] or 'none'}...): the log was rewritten "
+                    "after that record",
+                    kind="rewritten_after_checkpoint",
+                    location=Location(
+                        incarnation=h.incarnation, writer=h.writer, segment=str(info.path)
+                    ),
+                )
+            )
+    return out
+
+
+def _stripped_digests(
+    rule: Rule, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+) -> list[Violation]:
+    """Segments without a digest that a checkpoint's chain head covers: a downgrade.
+
+    Chain heads are only recorded by writers that seal digests, so a run whose
+    checkpoints carry them had a digest on every segment up to each head; segments
+    without one there had their digests stripped, which would let any edit pass.
+    """
+    covered: dict[str, RecordedHead] = {}  # writer -> its highest head with a digest
+    for h in heads:
+        best = covered.get(h.writer)
+        if h.digest and (best is None or h.last_seq > best.last_seq):
+            covered[h.writer] = h
+    out = []
+    for writer, head in sorted(covered.items()):
+        seq = head.last_seq
+        bare = [i for i in segments if i.meta.writer == writer and i.meta.first_seq <= seq]
+        if bare:
+            first = min(bare, key=lambda i: i.meta.first_seq)
+            out.append(
+                rule.violation(
+                    f"writer {writer}: {len(bare)} segment(s) up to seq {seq} carry no "
+                    f"content digest, yet {head.record} recorded their chain "
+                    "head: the digests were stripped (a downgrade), so edits to these "
+                    "events cannot be ruled out",
+                    kind="stripped_digest",
+                    location=Location(
+                        incarnation=first.meta.incarnation,
+                        writer=writer,
+                        segment=str(first.path),
+                    ),
+                )
+            )
+    return out
