@@ -63,6 +63,60 @@ def heal_differs(b: RunBuilder) -> None:
     run.finish()
 
 
+def heal_after_the_step(*, received: str, sender_logs: bool = False) -> Build:
+    """Cell 1 is healed from cell 0 at the start of step 1 and trains it; cell 2 dies in
+    step 1 and is healed from cell 1 after it (at step 1, training step 2 next). Cell 1
+    sent its state after step 1 (``w1``), not what it received at the start (``w0``),
+    whether or not it logs what it sent."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        for cell in range(3):
+            run.checksum(0, cell, {"w": "w0"})
+        run.checksum(1, 1, {"w": "w0"}, when=ChecksumWhen.AFTER_HEAL, source_cell=0)
+        for cell in (0, 1):
+            run.checksum(1, cell, {"w": "w1"})
+        if sender_logs:
+            run.checksum(1, 1, {"w": "w1"}, when=ChecksumWhen.AFTER_HEAL)
+        run.checksum(1, 2, {"w": received}, when=ChecksumWhen.AFTER_HEAL, source_cell=1)
+        for cell in range(3):
+            run.checksum(2, cell, {"w": "w2"})
+        run.finish()
+
+    return build
+
+
+def heal_chain(b: RunBuilder) -> None:
+    """At the start of step 1 cell 1 is healed from cell 0 and cell 2 from cell 1: cell 1
+    sends what it received (nobody logs what they sent)."""
+    run = b.start()
+    run.checksum(0, 0, {"w": "w0"})
+    run.checksum(1, 1, {"w": "w0"}, when=ChecksumWhen.AFTER_HEAL, source_cell=0)
+    run.checksum(1, 2, {"w": "w0"}, when=ChecksumWhen.AFTER_HEAL, source_cell=1)
+    for cell in range(3):
+        run.checksum(1, cell, {"w": "w1"})
+    run.finish()
+
+
+def source_healed_later(*, received: str) -> Build:
+    """Cell 2 is healed from cell 1 at the start of step 1; cell 1 then dies in step 1 and
+    is itself healed from cell 0 after it: cell 2 got cell 1's state before step 1."""
+
+    def build(b: RunBuilder) -> None:
+        run = b.start()
+        for cell in range(2):
+            run.checksum(0, cell, {"w": "w0"})
+        run.checksum(1, 2, {"w": received}, when=ChecksumWhen.AFTER_HEAL, source_cell=1)
+        for cell in (0, 2):
+            run.checksum(1, cell, {"w": "w1"})
+        run.checksum(1, 1, {"w": "w1"}, when=ChecksumWhen.AFTER_HEAL, source_cell=0)
+        for cell in range(3):
+            run.checksum(2, cell, {"w": "w2"})
+        run.finish()
+
+    return build
+
+
 LOCAL = ("buffer/bn.running_mean",)
 
 
@@ -261,6 +315,30 @@ CASES: tuple[Case, ...] = (
         heal_differs,
         (Expect(step=1, cell=1, text="healed from cell 0"),),
         cells=2,
+    ),
+    # a heal is compared with the source's state when it sent, wherever in the step the
+    # heal falls and whether or not the source logs what it sent
+    Case(
+        "a heal after the step, from a source healed before it", heal_after_the_step(received="w1")
+    ),
+    Case(
+        "a heal after the step, from a source healed before it, logging what it sent",
+        heal_after_the_step(received="w1", sender_logs=True),
+    ),
+    *(
+        Case(
+            f"a heal after the step that received the source's state before it{how}",
+            heal_after_the_step(received="w0", sender_logs=logs),
+            (Expect(step=1, cell=2, kind="heal_mismatch", text="healed from cell 1"),),
+        )
+        for how, logs in (("", False), (", logged by the source", True))
+    ),
+    Case("a chain of heals at the start of a step", heal_chain),
+    Case("a heal from a source healed later in the step", source_healed_later(received="w0")),
+    Case(
+        "a heal from a source healed later in the step, receiving the later state",
+        source_healed_later(received="w1"),
+        (Expect(step=1, cell=2, kind="heal_mismatch", text="healed from cell 1"),),
     ),
     Case("FSDP saved, DDP resumed", sharded_to_replicas(), cells=2),
     Case(

@@ -19,10 +19,24 @@ EVENTS = """
            min(c.cell) OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
                                           c.source_role, c.rank) AS ref_cell,
            row_number() OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
-                                           c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth
+                                           c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth,
+           [coalesce(c.step, -1), coalesce(c.attempt, -1),
+            CASE WHEN c."when" = 'after_step' THEN 1
+                 WHEN c."when" IN ('after_heal', 'after_load')
+                      AND coalesce(first_value(CASE WHEN c."when" = 'after_step' THEN c.step END
+                                               IGNORE NULLS)
+                                       OVER (PARTITION BY c.writer ORDER BY c.seq ROWS BETWEEN
+                                             1 FOLLOWING AND UNBOUNDED FOLLOWING),
+                                   c.step) <= c.step THEN 0
+                 ELSE 2 END] AS point
     FROM trainer_weight_checksum c
     LEFT JOIN incarnations i USING (incarnation)"""
-"""One row per checksum event, with the cell every other cell is compared against."""
+"""One row per checksum event, with the cell every other cell is compared against, and
+its ``point`` in the rank's training: ``[step, attempt, phase]``, ordered as the state
+changed. A step's phases: 0 a heal or load before the step trained (the rank trains this
+step next, or never logs a step again), 1 its ``after_step``, 2 after it trained (a save,
+or a heal or load after which the rank next trains a later step: a checkpoint iteration
+is loaded at its own step)."""
 
 TENSORS = f"""
     CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
@@ -61,14 +75,14 @@ HEAL_PAIRS = """
     SELECT e.*, s.writer AS ref_writer, s.seq AS ref_seq
     FROM _ft006_events e JOIN _ft006_events s
       ON s.incarnation = e.incarnation AND s.cell = e.source_cell AND s.rank = e.rank
-     AND s.role = e.role
-     AND (s.step < e.step OR (s.step = e.step AND s."when" = 'after_heal'
-                              AND s.attempt IS NOT DISTINCT FROM e.attempt))
+     AND s.role = e.role AND s.point <= e.point
     WHERE e."when" = 'after_heal' AND e.source_cell IS NOT NULL AND e.source_cell <> e.cell
     QUALIFY row_number() OVER (PARTITION BY e.writer, e.seq
-                               ORDER BY s.step DESC, (s."when" = 'after_heal') DESC,
-                                        s.attempt DESC, s.seq DESC) = 1"""
-"""Each healed rank against what its source rank held: at the heal, or last before it."""
+                               ORDER BY s.point DESC, s.seq DESC) = 1"""
+"""Each healed rank against what its source rank held when it sent: the source's last
+checksum at or before the heal's point (its own at-heal checksum where it logs one, the
+latest in its log; else its state after the step, a heal it received, ... whichever came
+last before the heal)."""
 
 COMPARE = """
     WITH pairs AS ({pairs}),
@@ -114,7 +128,10 @@ class Checksums(Rule):
     cell holds the same hash for every tensor (parameters, buffers, optimizer state);
     ranks within a cell are never compared. Restore: what each rank loaded when an
     incarnation resumed from checkpoint c hashes equal to what was recorded when c was
-    saved, and a healed cell holds what its source cell held. Tensors a checksum declares
+    saved, and a healed cell holds what its source cell held when it sent: the source's
+    last checksum before the heal, in the order the state changed (a heal at step s falls
+    before the step's ``after_step`` when the healed rank trains step s next, after it
+    when the rank next trains a later step). Tensors a checksum declares
     replica-local (state that differs per cell by design, e.g. batch-norm statistics of
     each cell's own data) are left out of the cross-replica comparison only. A cell that
     loads a checkpoint over another parallel layout than saved it (another world size,
