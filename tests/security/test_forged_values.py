@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -87,3 +88,38 @@ def test_a_required_field_forged_to_null(ftaudit: Invoke, good_run: Path, tmp_pa
 
 def test_an_honest_run_passes_validation(ftaudit: Invoke, good_run: Path) -> None:
     check_exit(ftaudit("verify", good_run), 0)
+
+
+def _rank_outcome(cells: list) -> list:
+    (cell, outcome), *rest = cells
+    return [(cell, {**outcome, "ranks": ["rolled_back"]}), *rest]
+
+
+@pytest.mark.parametrize(
+    ("column", "forge", "field", "what"),
+    [
+        ("step_end.cells", _rank_outcome, "cells", "unknown RankOutcome"),
+        ("attempt_end.cells", _rank_outcome, "cells", "unknown RankOutcome"),
+        ("trainer_weight_checksum.when", lambda _: "before_step", "when", "unknown ChecksumWhen"),
+        ("run_finished.status", lambda _: "paused", "status", "unknown RunStatus"),
+        ("source_kind", lambda _: "scheduler", "source_kind", "not a known writer kind"),
+    ],
+)
+def test_an_unknown_enum_value_is_refused_naming_segment_and_field(
+    ftaudit: Invoke, good_run: Path, tmp_path: Path, column: str, forge: Any, field: str, what: str
+) -> None:
+    """An enum value no model knows (at any depth: a rank outcome inside a step's cells)
+    is refused on read like any forged value, not where a rule first trips over it."""
+    run = _copy(good_run, tmp_path)
+    seg = next(s for s in segments(run) if column in load_segment(s)[0].column_names)
+    table, meta = load_segment(seg)
+    i = table.schema.get_field_index(column)
+    values = table.column(column).to_pylist()
+    row = next(r for r, v in enumerate(values) if v is not None)
+    values[row] = forge(values[row])
+    field_type = table.schema.field(i)
+    forge_digest(seg, table.set_column(i, field_type, pa.array(values, field_type.type)), meta)
+    result = ftaudit("verify", run)
+    check_exit(result, 2)
+    err = _one_line_naming(result, field, (what,))
+    assert seg.name in err, err

@@ -13,17 +13,24 @@ object):
   ``>= 0`` and lengths ``> 0``;
 * witness ids (allocated, stale, nonzero) lie inside the ring ``[0, B)`` of the
   incarnation's declared buffer size B;
-* an allocation's ``witness_ids`` and ``sample_indices`` each hold ``num_ids`` values.
+* an allocation's ``witness_ids`` and ``sample_indices`` each hold ``num_ids`` values;
+* every enum or literal value, also inside lists, maps and nested models (a rank
+  outcome in ``step_end.cells``, a checksum's ``when``), and the envelope's writer kind
+  and role, is one the models know.
 """
 
 from __future__ import annotations
 
+import enum
 import types
-from typing import Any, Union, get_args, get_origin
+import typing
+from typing import Any, Literal, Union, get_args, get_origin
 
 import duckdb
+from pydantic import BaseModel
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.identity import Identity, Trainer
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.registry import EventRegistry, EventType
 from ftaudit.eventlog.sql import ident, literal
@@ -77,6 +84,87 @@ def _runs_problems(col: str, ring: bool) -> list[tuple[str, str]]:
     return out
 
 
+def _strip(annotation: Any) -> Any:
+    """``X`` of ``X | None`` or ``Annotated[X, ...]``; anything else as it is."""
+    if get_origin(annotation) is typing.Annotated:
+        return _strip(get_args(annotation)[0])
+    if _optional(annotation):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return _strip(args[0]) if len(args) == 1 else annotation
+    return annotation
+
+
+def _known(annotation: Any) -> tuple[str, tuple[str, ...]] | None:
+    """``(what, known values)`` of an enum or string literal annotation, else None."""
+    ann = _strip(annotation)
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return ann.__name__, tuple(str(m.value) for m in ann)
+    if get_origin(ann) is Literal:
+        return "value", tuple(str(a) for a in get_args(ann))
+    return None
+
+
+def _unknown_value(expr: str, annotation: Any, depth: int = 0) -> str | None:
+    """An SQL condition true where ``expr`` (a value of ``annotation``) holds an enum or
+    literal value the model does not know, at any depth; None where it holds none."""
+    ann = _strip(annotation)
+    known = _known(ann)
+    if known is not None:
+        values = ", ".join(literal(v) for v in known[1])
+        return f"({expr} IS NOT NULL AND {expr} NOT IN ({values}))"
+    origin = get_origin(ann)
+    if origin in (list, tuple, dict):
+        items = f"map_values({expr})" if origin is dict else expr
+        x = f"x{depth}"
+        inner = _unknown_value(x, get_args(ann)[-1 if origin is dict else 0], depth + 1)
+        if inner is None:
+            return None
+        return f"coalesce(list_bool_or(list_transform({items}, lambda {x}: {inner})), false)"
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        parts = [
+            _unknown_value(f"struct_extract({expr}, {literal(name)})", field.annotation, depth)
+            for name, field in ann.model_fields.items()
+        ]
+        found = [f"coalesce({p}, false)" for p in parts if p is not None]
+        return " OR ".join(found) or None
+    return None
+
+
+def _enum_text(annotation: Any) -> str:
+    """The known values of the (first) enum or literal inside ``annotation``, for a message."""
+    ann = _strip(annotation)
+    known = _known(ann)
+    if known is not None:
+        return f"{known[0]} (known: {', '.join(known[1])})"
+    if get_origin(ann) in (list, tuple, dict):
+        return _enum_text(get_args(ann)[-1 if get_origin(ann) is dict else 0])
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        inner = [f.annotation for f in ann.model_fields.values()]
+        return next(t for t in map(_enum_text, inner) if t)
+    return ""
+
+
+def _identity_problems(present: set[str]) -> list[tuple[str, str]]:
+    """The envelope's writer kind and role must be those of a known process identity."""
+    kinds = tuple(str(get_args(m.model_fields["kind"].annotation)[0]) for m in _IDENTITIES)
+    out = []
+    for column, values in (("source_kind", kinds), ("source_role", _ROLES)):
+        if column in present:
+            allowed = ", ".join(literal(v) for v in values)
+            out.append(
+                (
+                    f"{ident(column)} IS NOT NULL AND {ident(column)} NOT IN ({allowed})",
+                    f"envelope field {column!r} is not a known writer {column[7:]} "
+                    f"(known: {', '.join(values)})",
+                )
+            )
+    return out
+
+
+_IDENTITIES: tuple[type[BaseModel], ...] = get_args(get_args(Identity)[0])
+_ROLES: tuple[str, ...] = tuple(get_args(Trainer.model_fields["role"].annotation))
+
+
 def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]:
     """``(SQL condition, message)`` of every invariant of one event type's rows."""
     out: list[tuple[str, str]] = []
@@ -92,6 +180,9 @@ def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]
             ring = (event_type.name, name) in RING_IDS
             for condition, why in _runs_problems(col, ring):
                 out.append((f"{col} IS NOT NULL AND ({condition})", f"field {name!r}: {why}"))
+        unknown = _unknown_value(col, annotation)
+        if unknown is not None:
+            out.append((unknown, f"field {name!r} holds an unknown {_enum_text(annotation)}"))
     count_field, sets = ALIGNED.get(event_type.name, (None, ()))
     if count_field is not None and event_type.column(count_field) in present:
         count = ident(event_type.column(count_field))
@@ -106,7 +197,7 @@ def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]
                         f"field {name!r} does not hold {count_field} values",
                     )
                 )
-    return out
+    return out + _identity_problems(present)
 
 
 def _query(event_type: EventType, problems: list[tuple[str, str]], ring: str) -> str:
