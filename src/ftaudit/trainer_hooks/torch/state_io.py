@@ -11,13 +11,18 @@
 Only ``local`` carries fp32 master copies (``master_params``); the distributed layouts
 go through PyTorch's ``state_dict`` API, which knows the optimizer's own state only.
 Registered stateful objects (an RNG, a data loader) are per rank: ``local`` keeps them in
-the rank's file, the others in a side file per rank (:func:`stateful_path`).
+the rank's file, the others in a side file per rank (:func:`stateful_path`). A resume that
+grows the world has ranks the save did not: such a rank restores an object only where
+every saved rank (two at least) held it identically, which shows it is not per rank (an
+LR scheduler, a grad scaler); otherwise :func:`read_stateful` refuses, naming the
+checkpoint, the rank and the objects.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +38,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from ftaudit.errors import UsageError
-from ftaudit.trainer_hooks.torch.checksums import unwrap
+from ftaudit.trainer_hooks.torch.checksums import object_hash, unwrap
 from ftaudit.trainer_hooks.torch.state_scalars import Stateful
 
 Layout = Literal["local", "full", "dcp"]
@@ -67,8 +72,7 @@ def write_state(
         _atomic_save(state, path)
         return True
     if stateful:
-        own = {name: obj.state_dict() for name, obj in stateful.items()}
-        _atomic_save(own, stateful_path(how, path, _global_rank()))
+        write_stateful(how, path, _global_rank(), stateful)
     if how == "full":
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
         model_state, optim_state = get_state_dict(model, optimizer, options=options)
@@ -102,8 +106,7 @@ def read_state(
 ) -> dict[str, Any]:
     """Load this rank's part of the state; returns ``{"iteration": ..., "extra": {...}}``."""
     if how != "local" and stateful:
-        own = torch.load(stateful_path(how, path, _global_rank()), weights_only=True)
-        _restore(stateful, own)
+        read_stateful(how, path, _global_rank(), stateful)
     if how == "local":
         state = torch.load(path, map_location="cpu", weights_only=True)
         unwrap(model).load_state_dict(state["model"])
@@ -139,9 +142,71 @@ def read_state(
 
 def stateful_path(how: Layout, path: Path, rank: int) -> Path:
     """Where a ``full`` or ``dcp`` checkpoint keeps the stateful objects of ``rank``."""
+    folder, head, tail = _stateful_names(how, path)
+    return folder / f"{head}{rank}{tail}"
+
+
+def _stateful_names(how: Layout, path: Path) -> tuple[Path, str, str]:
+    """The folder of the side files and their names before and after the rank."""
     if how == "dcp":
-        return path / f"ftaudit_stateful.rank{rank}.pt"
-    return path.with_name(f"{path.name}.stateful.rank{rank}")
+        return path, "ftaudit_stateful.rank", ".pt"
+    return path.parent, f"{path.name}.stateful.rank", ""
+
+
+def write_stateful(how: Layout, path: Path, rank: int, stateful: Mapping[str, Stateful]) -> None:
+    """Save ``rank``'s stateful objects beside a ``full`` or ``dcp`` checkpoint."""
+    own = {name: obj.state_dict() for name, obj in stateful.items()}
+    _atomic_save(own, stateful_path(how, path, rank))
+
+
+def read_stateful(how: Layout, path: Path, rank: int, stateful: Mapping[str, Stateful]) -> None:
+    """Restore ``rank``'s stateful objects from beside a ``full`` or ``dcp`` checkpoint.
+
+    A rank the save did not have (a resume that grew the world) takes the saved ranks'
+    copy of each object where they all hold the same state, two ranks at least: that
+    the state does not depend on the rank is then shown, not assumed (an LR scheduler,
+    a grad scaler). Anything else (an RNG, a loader position, or a single saved rank)
+    raises :class:`UsageError` naming the checkpoint, the rank and the objects.
+    """
+    own = stateful_path(how, path, rank)
+    if own.exists():
+        _restore(stateful, torch.load(own, weights_only=True))
+        return
+    ranks = saved_stateful_ranks(how, path)
+    if not ranks:
+        raise UsageError(f"{own}: no per-rank state was saved with checkpoint {path}")
+    saved = [torch.load(stateful_path(how, path, r), weights_only=True) for r in ranks]
+    names = sorted(stateful)
+    per_rank = [n for n in names if len({object_hash(s.get(n)) for s in saved}) > 1]
+    if len(ranks) < 2 or per_rank:
+        why = (
+            f"{_names(per_rank)} differ between the saved ranks (state of one rank), so "
+            "no saved copy is this rank's"
+            if per_rank
+            else f"with one saved rank nothing shows that {_names(names)} is the same on every rank"
+        )
+        raise UsageError(
+            f"checkpoint {path}: rank {rank} has no saved state of its registered stateful "
+            f"objects (saved by rank{'s' if len(ranks) > 1 else ''} "
+            f"{', '.join(map(str, ranks))}: the resume grew the world) and {why}; resume on "
+            f"{len(ranks)} rank(s), or leave these objects out of stateful= and restore "
+            "them yourself"
+        )
+    _restore(stateful, saved[0])
+
+
+def saved_stateful_ranks(how: Layout, path: Path) -> list[int]:
+    """The ranks whose stateful objects a ``full`` or ``dcp`` checkpoint holds."""
+    folder, head, tail = _stateful_names(how, path)
+    if not folder.is_dir():
+        return []
+    name = re.compile(f"{re.escape(head)}(\\d+){re.escape(tail)}")
+    found = (name.fullmatch(p.name) for p in folder.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def _names(names: list[str]) -> str:
+    return "[" + ", ".join(names) + "]"
 
 
 def _restore(stateful: Mapping[str, Stateful], saved: Mapping[str, Any]) -> None:
