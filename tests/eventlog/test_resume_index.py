@@ -3,6 +3,7 @@ answers the SQL views give, without DuckDB in the process."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ import pytest
 
 from ftaudit.eventlog import CheckpointRef, ResumeIndex, connect
 from ftaudit.eventlog import resume as resume_module
+from ftaudit.eventlog.compact import compact_run
 from ftaudit.synth import SynthConfig, synthesize
 from ftaudit.trainer_hooks import DriverSession, ranks
 
@@ -70,6 +72,28 @@ def test_answers_agree_with_the_sql_views(run: Path) -> None:
         assert index.counter_at(ref) == at
     sizes = {r[0] for r in _sql(run, "SELECT DISTINCT buffer_size FROM run_started")}
     assert index.buffer_sizes == sizes == {RESTARTS.buffer_size}
+
+
+def test_leftovers_of_a_cut_short_compaction_are_counted_once(run: Path, tmp_path: Path) -> None:
+    """A compaction killed between its rename and its removals leaves originals that the
+    merged segment holds: every answer, counts included, is the uncompacted run's."""
+    before = ResumeIndex.open(run)
+    cut = tmp_path / "run"
+    shutil.copytree(run, cut)
+    compact_run(cut, target_rows=50)
+    compacted = ResumeIndex.open(cut)
+    for old in (run / "events").glob("*/*.parquet"):  # put the removed originals back
+        target = cut / "events" / old.parent.name / old.name
+        if not target.exists():
+            shutil.copy(old, target)
+    index = ResumeIndex.open(cut)
+    assert compacted.segments < before.segments
+    assert index.segments == compacted.segments
+    assert index.checkpoints == before.checkpoints
+    for name in ("alloc_incarnation", "alloc_step", "alloc_counter"):
+        assert sorted(getattr(index, name)) == sorted(getattr(before, name)), name
+    assert index.buffer_sizes == before.buffer_sizes
+    assert index.highest_counter() == before.highest_counter()
 
 
 def test_a_directory_without_segments_is_an_empty_index(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.events import CheckpointRef
-from ftaudit.eventlog.reader import UNREADABLE, check_segment
+from ftaudit.eventlog.reader import UNREADABLE, check_segment, superseded
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import list_segments
 
@@ -81,7 +81,8 @@ class ResumeIndex:
 
     run_dir: Path
     segments: int
-    """How many sealed segments the run held when opened."""
+    """How many sealed segments the run held when opened (not counting the originals a
+    compaction cut short left beside the segment that holds them)."""
     checkpoints: tuple[CompleteCheckpoint, ...]
     """Every checkpoint the driver marked complete, in log order (incarnation, then seq)."""
     alloc_incarnation: np.ndarray
@@ -100,8 +101,11 @@ class ResumeIndex:
         counter: list[np.ndarray] = []
         checkpoints: list[tuple[int, int, CompleteCheckpoint]] = []
         sizes: set[int] = set()
-        for file in listing.files:
-            info = check_segment(file)
+        infos = tuple(check_segment(file) for file in listing.files)
+        # a compaction cut short leaves originals its merged segment holds: read once
+        leftovers = superseded(infos)
+        live = [info for info in infos if info.path not in leftovers]
+        for info in live:
             if not _TYPES & set(info.meta.types):
                 continue
             try:
@@ -125,7 +129,7 @@ class ResumeIndex:
         ordered = tuple(c for _, _, c in sorted(checkpoints, key=lambda m: m[:2]))
         return cls(
             listing.run_dir,
-            len(listing),
+            len(live),
             ordered,
             joined(incarnation),
             joined(step),
