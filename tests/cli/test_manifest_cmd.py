@@ -25,6 +25,16 @@ class Windows:
 
 def broken():
     raise RuntimeError("no data today")
+
+class Shards:
+    # each item read from its own file; shard 2 was never written
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        with open(f"shard{i}.bin", "rb") as f:
+            return np.frombuffer(f.read(), dtype=np.uint8)
 """
 
 
@@ -119,6 +129,11 @@ def test_from_a_hugging_face_dataset_saved_to_disk(ftaudit: Invoke, tmp_path: Pa
         (["--dataset", "nosuchfile.py:x"], "nosuchfile.py: no such file"),
         (["--dataset", "no_colon"], "expected MODULE:ATTR"),
         (["--parquet", "missing.parquet", "--column", "x"], "missing.parquet: no such file"),
+        # the dataset's own I/O error names the dataset and its file, not the output
+        (
+            ["--dataset", "mydata.py:Shards"],
+            "mydata.py:Shards: reading the dataset failed: shard2.bin: No such file or directory",
+        ),
         ([], "give exactly one of"),
     ],
 )
@@ -126,6 +141,8 @@ def test_bad_input_is_one_line_and_exit_2(
     ftaudit: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
 ) -> None:
     _module(tmp_path)
+    for i in (0, 1):
+        (tmp_path / f"shard{i}.bin").write_bytes(bytes(range(i, i + 4)))
     monkeypatch.chdir(tmp_path)
     result = ftaudit("manifest", tmp_path / "m.parquet", *args)
     check_exit(result, 2)
@@ -133,3 +150,14 @@ def test_bad_input_is_one_line_and_exit_2(
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
     assert expected in result.stderr
     assert not (tmp_path / "m.parquet").exists()
+
+
+def test_an_output_that_cannot_be_written_is_named(ftaudit: Invoke, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file, not a folder")
+    out = tmp_path / "taken" / "m.parquet"
+    result = ftaudit(
+        "manifest", out, "--dataset", f"{_module(tmp_path)}:Windows", "--field", "input_ids"
+    )
+    check_exit(result, 2)
+    assert result.stderr.startswith(f"error: cannot write {out}: "), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr

@@ -84,10 +84,13 @@ def _write(
         from ftaudit.dataset import ManifestError
 
         raise ManifestError(f"{label}: {exc.args[0] if exc.args else exc}") from None
-    except OSError as exc:
+    except OSError as exc:  # the output's are ManifestErrors: this is the dataset's
         from ftaudit.dataset import ManifestError
 
-        raise ManifestError(f"cannot write {output}: {exc.strerror or exc}") from None
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise ManifestError(
+            f"{label}: reading the dataset failed: {where}{exc.strerror or exc}"
+        ) from None
 
 
 def _load(dataset: str | None, parquet: Path | None, column: str | None) -> tuple[Any, str]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -40,6 +41,7 @@ from ftaudit.dataset.manifest import (
     DigestBuilder,
     metadata_for,
 )
+from ftaudit.errors import ManifestError
 
 Progress = Callable[[int, int | None], None]
 """``progress(done, total)`` after each chunk; ``total`` is None for an unsized iterable."""
@@ -152,26 +154,66 @@ def write_manifest_of(
 ) -> WrittenManifest:
     """Stream ``source``'s manifest to ``path``: one row group per chunk, atomic rename.
 
-    Memory stays at one chunk whatever the dataset's size.
+    Memory stays at one chunk whatever the dataset's size. An ``OSError`` of the output
+    (its folder, the file, the rename) raises :class:`ManifestError` naming ``path``; one
+    the dataset raises while it is read (a file an item reads) propagates unchanged: the
+    two are never confused.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest = DigestBuilder(ALGORITHM)
+    chunks = _reading(
+        fingerprint_chunks(
+            source, field=field, transform=transform, chunk_size=chunk_size, progress=progress
+        )
+    )
     try:
-        with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
-            for chunk in fingerprint_chunks(
-                source, field=field, transform=transform, chunk_size=chunk_size, progress=progress
-            ):
-                items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
-                writer.write_table(pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA))
-                digest.update(chunk)
-            writer.add_key_value_metadata(
-                metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
-            )
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
+        with _writing(target):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
+                for chunk in chunks:
+                    items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
+                    table = pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA)
+                    writer.write_table(table)
+                    digest.update(chunk)
+                writer.add_key_value_metadata(
+                    metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
+                )
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+    except _DatasetFailed as failed:
+        raise failed.error from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with suppress(OSError):  # no temp file where the folder could not be made
+            tmp.unlink(missing_ok=True)
     return WrittenManifest(target, digest.hexdigest(), digest.size)
+
+
+class _DatasetFailed(Exception):
+    """An ``OSError`` of the dataset, carried past the output's error handling."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _reading(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """``chunks``, with the dataset's ``OSError`` marked as the dataset's."""
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except OSError as exc:
+            raise _DatasetFailed(exc) from exc
+        yield chunk
+
+
+@contextmanager
+def _writing(target: Path) -> Iterator[None]:
+    """An ``OSError`` inside is the output's: a :class:`ManifestError` naming ``target``."""
+    try:
+        yield
+    except OSError as exc:
+        raise ManifestError(f"cannot write {target}: {exc.strerror or exc}") from None
