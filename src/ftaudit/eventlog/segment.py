@@ -329,14 +329,6 @@ def file_digest(data: bytes | bytearray | memoryview) -> str | None:
     return h.hexdigest()
 
 
-def stored_digest(data: bytes | bytearray | memoryview) -> str | None:
-    """The digest value written in a segment's footer, read from the raw bytes."""
-    at = _value_at(data, DIGEST_KEY)
-    if at < 0:
-        return None
-    return bytes(data[at : at + len(DIGEST_PLACEHOLDER)]).decode("ascii", "replace")
-
-
 def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | None = None) -> str:
     """Write ``table`` so that ``final`` is either absent or complete, never half-written.
 
