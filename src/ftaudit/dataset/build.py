@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -42,6 +42,7 @@ from ftaudit.dataset.manifest import (
     metadata_for,
 )
 from ftaudit.errors import ManifestError
+from ftaudit.eventlog.atomic import atomic_path
 
 Progress = Callable[[int, int | None], None]
 """``progress(done, total)`` after each chunk; ``total`` is None for an unsized iterable."""
@@ -160,7 +161,6 @@ def write_manifest_of(
     two are never confused.
     """
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     digest = DigestBuilder(ALGORITHM)
     chunks = _reading(
         fingerprint_chunks(
@@ -168,25 +168,21 @@ def write_manifest_of(
         )
     )
     try:
-        with _writing(target):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer:
-                for chunk in chunks:
-                    items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
-                    table = pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA)
-                    writer.write_table(table)
-                    digest.update(chunk)
-                writer.add_key_value_metadata(
-                    metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
-                )
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
+        with (
+            _writing(target),
+            atomic_path(target) as tmp,
+            pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer,
+        ):
+            for chunk in chunks:
+                items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
+                table = pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA)
+                writer.write_table(table)
+                digest.update(chunk)
+            writer.add_key_value_metadata(
+                metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
+            )
     except _DatasetFailed as failed:
         raise failed.error from None
-    finally:
-        with suppress(OSError):  # no temp file where the folder could not be made
-            tmp.unlink(missing_ok=True)
     return WrittenManifest(target, digest.hexdigest(), digest.size)
 
 

@@ -27,6 +27,7 @@ from ftaudit.errors import (
     ManifestError,
 )
 from ftaudit.eventlog.arrays import int64_numpy
+from ftaudit.eventlog.atomic import atomic_path
 from ftaudit.eventlog.rundir import manifest_path
 
 MANIFEST_VERSION = 1
@@ -101,7 +102,6 @@ def metadata_for(manifest_size: int, digest: str, algorithm: str, source: str) -
 def write_manifest(manifest: DatasetManifest, path: str | os.PathLike[str]) -> Path:
     """Write ``manifest`` to ``path`` atomically (temp file, fsync, rename)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     table = pa.table(
         {
             "item": pa.array(np.arange(manifest.size, dtype=np.int64)),
@@ -111,11 +111,8 @@ def write_manifest(manifest: DatasetManifest, path: str | os.PathLike[str]) -> P
             metadata_for(manifest.size, manifest.digest, manifest.algorithm, manifest.source)
         ),
     )
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    with atomic_path(target) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return target
 
 

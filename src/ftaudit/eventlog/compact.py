@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CompactError
+from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.keys import same, segment_mac
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo, check_segment, superseded
 from ftaudit.eventlog.rundir import COMPACTING_DIR, list_segments, segment_path
@@ -39,7 +40,6 @@ from ftaudit.eventlog.segment import (
     Part,
     SegmentMeta,
     file_digest,
-    fsync_dir,
     write_atomically,
 )
 

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 from ftaudit.errors import UsageError
+from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.events import (
     CheckpointRef,
     CheckpointSaved,
@@ -30,7 +31,6 @@ from ftaudit.eventlog.rundir import (
     incarnation_dir,
     read_run_id,
 )
-from ftaudit.eventlog.segment import fsync_dir
 from ftaudit.eventlog.writer import EventWriter, WriterOptions
 
 

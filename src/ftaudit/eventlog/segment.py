@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import os
 from array import array
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -21,12 +20,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrow_schema import to_arrow
+from ftaudit.eventlog.atomic import write_bytes_atomically
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, segment_mac
 from ftaudit.eventlog.record import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import EventRegistry
-from ftaudit.eventlog.rundir import TEMP_PREFIX
 
 META_PREFIX = "ftaudit."
 
@@ -277,14 +276,6 @@ def _with_record_macs(
     return out
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _value_at(data: bytes | bytearray | memoryview, key: str) -> int:
     """Where the 64-character value of footer ``key`` sits in a segment's bytes; -1 when it
     is not there."""
@@ -332,12 +323,11 @@ def file_digest(data: bytes | bytearray | memoryview) -> str | None:
 def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | None = None) -> str:
     """Write ``table`` so that ``final`` is either absent or complete, never half-written.
 
-    Temp file in the same directory, fsync, rename, fsync of the directory. With
-    ``fsync=False`` the rename still hides partial files from readers, but a machine
-    crash (not a process crash) may lose recent segments. The file is built in memory
-    first, so its digest (see :func:`file_digest`) and, with a ``key``, the MAC of that
-    digest can be patched into its footer; a failed write removes its temp file. Returns
-    the digest.
+    Written through :func:`~ftaudit.eventlog.atomic.atomic_path` (temp file, fsync,
+    rename, fsync of the directory; ``fsync=False`` skips the fsyncs). The file is built
+    in memory first, so its digest (see :func:`file_digest`) and, with a ``key``, the MAC
+    of that digest can be patched into its footer; a failed write removes its temp file.
+    Returns the digest.
     """
     sink = pa.BufferOutputStream()
     pq.write_table(
@@ -358,21 +348,5 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | 
         if mac_at < 0:
             raise RuntimeError("segment footer lacks the MAC placeholder")
         data[mac_at : mac_at + len(digest)] = segment_mac(key, digest).encode()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f"{TEMP_PREFIX}{final.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.rename(tmp, final)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    if fsync:
-        fsync_dir(final.parent)
+    write_bytes_atomically(final, data, fsync=fsync)
     return digest

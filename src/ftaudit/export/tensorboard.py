@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ftaudit.eventlog.atomic import atomic_path
 from ftaudit.export.metrics import CommittedMetric
 from ftaudit.export.tfrecord import write_record
 
@@ -70,10 +71,8 @@ def write_tensorboard(metrics: Iterable[CommittedMetric], log_dir: str | os.Path
     folder.mkdir(parents=True, exist_ok=True)
     now = time.time()
     path = folder / f"events.out.tfevents.{int(now)}.{socket.gethostname()}.ftaudit"
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as out:
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
         write_record(out, version_event(now))
         for m in metrics:
             write_record(out, scalar_event(m.wall_time, m.step, m.tag, m.value))
-    os.replace(tmp, path)
     return path

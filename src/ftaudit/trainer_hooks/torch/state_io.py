@@ -21,7 +21,6 @@ checkpoint, the rank and the objects.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +37,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from ftaudit.errors import UsageError
+from ftaudit.eventlog.atomic import atomic_path, write_bytes_atomically
 from ftaudit.trainer_hooks.torch.checksums import object_hash, unwrap
 from ftaudit.trainer_hooks.torch.state_scalars import Stateful
 
@@ -91,7 +91,7 @@ def write_state(
         dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(path))
         if _global_rank() == 0:
             meta = json.dumps({"iteration": iteration, "extra": dict(extra)})
-            _atomic_write(path / DCP_META, meta.encode())
+            write_bytes_atomically(path / DCP_META, meta.encode())
         return True
     raise UsageError(f"unknown checkpoint layout {how!r}: use 'local', 'full' or 'dcp'")
 
@@ -220,19 +220,5 @@ def _global_rank() -> int:
 
 
 def _atomic_save(state: dict[str, Any], target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
-
-
-def _atomic_write(target: Path, data: bytes) -> None:
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, target)
+    with atomic_path(target) as tmp:
+        torch.save(state, tmp)
