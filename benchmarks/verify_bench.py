@@ -86,12 +86,14 @@ def _measure_child(spec: str) -> None:
     except subprocess.TimeoutExpired:
         code, stdout, timed_out = -1, "", True
     seconds = time.perf_counter() - started
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB -> MiB
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rss = usage.ru_maxrss / 1024  # KiB -> MiB
     tail = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     print(
         json.dumps(
             {
                 "seconds": seconds,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
                 "rss_mb": rss,
                 "code": code,
                 "timed_out": timed_out,
@@ -299,6 +301,7 @@ def bench_size(size: Size, root: Path, json_limit: float) -> dict[str, Any]:
     verify = measure([str(BIN / "ft-verify"), str(run), "--format", "json", "-o", os.devnull])
     assert verify["code"] == 0, f"{size.label}: the valid run did not verify ({verify})"
     row["verify_s"], row["verify_rss_mb"] = verify["seconds"], verify["rss_mb"]
+    row["verify_cpu_s"] = verify["cpu_s"]
     last = measure(
         [
             str(BIN / "ft-verify"),
@@ -315,6 +318,7 @@ def bench_size(size: Size, root: Path, json_limit: float) -> dict[str, Any]:
     row["incremental_s"], row["incremental_rss_mb"] = last["seconds"], last["rss_mb"]
     scan = measure([sys.executable, str(HERE), "--scan", str(run)])
     row["scan_s"], row["scan_rss_mb"] = scan["seconds"], scan["rss_mb"]
+    row["scan_cpu_s"] = scan["cpu_s"]
     estimate = jsonl_bytes_estimate(run)
     row["jsonl_mb"] = estimate / 2**20
     row["baseline"] = None
@@ -334,12 +338,21 @@ def _fmt_s(x: float) -> str:
     return f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
+def _cpu(row: dict[str, Any]) -> str:
+    """ft-verify's and the bare scan's CPU seconds and their ratio (blank in older rows)."""
+    if "verify_cpu_s" not in row:
+        return " |  | "
+    verify, scan = row["verify_cpu_s"], row["scan_cpu_s"]
+    return f"{_fmt_s(verify)} | {_fmt_s(scan)} | {verify / scan:.2f}x"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| steps | cells | B | samples/step | events | segments | Parquet MB | synth s "
-        "(events/s) | ft-verify s | peak RSS MB | bare scan s | verify / scan | incremental "
-        "(last step) s | JSONL MB | baseline s | baseline RSS MB | speedup |\n"
-        "|" + "---:|" * 17 + "\n"
+        "(events/s) | ft-verify s | peak RSS MB | bare scan s | verify / scan | ft-verify CPU s "
+        "| bare scan CPU s | verify / scan CPU | incremental (last step) s | JSONL MB | "
+        "baseline s | baseline RSS MB | speedup |\n"
+        "|" + "---:|" * 20 + "\n"
     )
     lines = []
     for r in rows:
@@ -356,7 +369,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {z['steps']:,} | {z['cells']} | {z['B']:,} | {z['S']:,} | {r['events']:,} | "
             f"{r['segments']:,} | {r['disk_mb']:.1f} | {_fmt_s(r['synth_s'])} "
             f"({r['synth_eps']:,.0f}) | {_fmt_s(r['verify_s'])} | {r['verify_rss_mb']:.0f} | "
-            f"{_fmt_s(r['scan_s'])} | {r['verify_s'] / r['scan_s']:.1f}x | "
+            f"{_fmt_s(r['scan_s'])} | {r['verify_s'] / r['scan_s']:.1f}x | {_cpu(r)} | "
             f"{_fmt_s(r['incremental_s'])} | {r['jsonl_mb']:,.0f} | {base_s} | {base_rss} | "
             f"{speed} |"
         )

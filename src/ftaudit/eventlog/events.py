@@ -27,7 +27,7 @@ SCHEMA_VERSION = 1
 class Event(BaseModel):
     """Base of every event type, built-in or user-registered."""
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", defer_build=True)
 
     type: str
     step: int | None = None
@@ -38,7 +38,7 @@ class Event(BaseModel):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", defer_build=True)
 
 
 class CheckpointRef(_Model):

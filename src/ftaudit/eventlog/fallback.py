@@ -25,7 +25,7 @@ FALLBACK_ENV = "FTAUDIT_FALLBACK_DIR"
 class LostEvents(BaseModel):
     """One writer's last word: how many of its events never reached the run directory."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     run_id: str
     run_dir: str

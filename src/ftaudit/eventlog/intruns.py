@@ -20,7 +20,9 @@ class IntRuns(BaseModel):
     :meth:`from_ids` (sorted, merged).
     """
 
-    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    # the validator is built on first validation: the verifier builds IntRuns only through
+    # the constructors below, which skip it (see ``_valid``)
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid", defer_build=True)
 
     starts: list[int] = []
     lengths: list[int] = []
@@ -34,23 +36,32 @@ class IntRuns(BaseModel):
         return self
 
     @classmethod
+    def _valid(cls, starts: list[int], lengths: list[int]) -> IntRuns:
+        """Runs already known to hold ``_check``'s invariants, built without validation."""
+        return cls.model_construct(starts=starts, lengths=lengths)
+
+    @classmethod
     def from_sequence(cls, values: Iterable[int]) -> IntRuns:
         """Runs of consecutive values, keeping the given order."""
         arr = np.fromiter(values, dtype=np.int64)
         if arr.size == 0:
-            return cls()
+            return cls._valid([], [])
         breaks = np.flatnonzero(np.diff(arr) != 1) + 1
         starts = np.concatenate(([0], breaks))
         ends = np.concatenate((breaks, [arr.size]))
-        return cls(starts=arr[starts].tolist(), lengths=(ends - starts).tolist())
+        return cls._valid(arr[starts].tolist(), (ends - starts).tolist())
 
     @classmethod
     def from_column(cls, value: Mapping[str, list[int] | None] | None) -> IntRuns:
         """An ``IntRuns`` column as DuckDB returns it (``{"starts": ..., "lengths": ...}``;
-        None for a null)."""
+        None for a null).
+
+        Not validated again: the verifier checks every id-set column on load, in SQL
+        (``ftaudit.verifier.validation``), and Arrow's types guarantee the ints.
+        """
         if value is None:
-            return cls()
-        return cls(starts=list(value["starts"] or []), lengths=list(value["lengths"] or []))
+            return cls._valid([], [])
+        return cls._valid(list(value["starts"] or []), list(value["lengths"] or []))
 
     @classmethod
     def from_ids(cls, values: Iterable[int]) -> IntRuns:
@@ -61,12 +72,12 @@ class IntRuns(BaseModel):
     def arc(cls, start: int, count: int, ring: int) -> IntRuns:
         """``count`` consecutive slots of a ring of ``ring`` slots, from ``start``, in order."""
         if count <= 0:
-            return cls()
+            return cls._valid([], [])
         start %= ring
         first = min(count, ring - start)
         if first == count:
-            return cls(starts=[start], lengths=[count])
-        return cls(starts=[start, 0], lengths=[first, count - first])
+            return cls._valid([start], [count])
+        return cls._valid([start, 0], [first, count - first])
 
     def to_array(self) -> np.ndarray:
         """The values as an int64 array, in stored order."""

@@ -34,7 +34,7 @@ ENVELOPE_COLUMNS: tuple[str, ...] = tuple(ENVELOPE_SCHEMA.names)
 class Envelope(BaseModel):
     """Who wrote an event, when, and where it sits in its writer's sequence."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     type: str
     ts: dt.datetime
@@ -54,7 +54,7 @@ class Envelope(BaseModel):
 class Record(BaseModel):
     """One stored event with its envelope, as read back by :func:`read_records`."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     envelope: Envelope
     event: Event
