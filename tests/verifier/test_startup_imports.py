@@ -2,10 +2,13 @@
 
 ``ft-verify`` pays its imports on every call (a gate runs it after every step), so the
 verify path must not import the writer side of the event log (writer, run-directory
-writer, resume index), the trainer hooks, torch, the terminal renderer or pandas (which
-pyarrow's ``to_numpy``, ``pa.array``, ``pa.repeat`` and ``pq.read_table`` load on first
-use: half a second; see ``ftaudit.eventlog.arrays``). Its speed is measured in
-``benchmarks/startup_bench.py``; this test asserts import facts only.
+writer, resume index), the trainer hooks, torch, Ray, Megatron, the terminal renderer or
+pandas (which pyarrow's ``to_numpy``, ``pa.array``, ``pa.repeat`` and ``pq.read_table``
+load on first use: half a second; see ``ftaudit.eventlog.arrays``), and must build no
+pydantic validator: the rows' shape is checked in SQL on load, so no event is validated
+again (building the validators, and pydantic's plugin scan of every installed package
+that the first one triggers, cost about 0.1 s). Its speed is measured in
+``benchmarks/startup_bench.py``; these tests assert import facts only.
 """
 
 from __future__ import annotations
@@ -24,9 +27,20 @@ NOT_ON_THE_VERIFY_PATH = (
     "ftaudit.eventlog.resume",
     "ftaudit.trainer_hooks",
     "torch",
+    "ray",
+    "megatron",
     "pandas",
     "rich",
 )
+
+NO_VALIDATOR_BUILT = (
+    "from ftaudit.eventlog import IntRuns, default_registry\n"
+    "from ftaudit.eventlog.record import Envelope, Record\n"
+    "models = [IntRuns, Envelope, Record, *(t.model for t in default_registry)]\n"
+    "built = [m.__name__ for m in models if m.__pydantic_complete__]\n"
+    "assert not built, f'pydantic validators built on the verify path: {built}'\n"
+)
+"""Asserts that no model of the event log has built its validator (``defer_build``)."""
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +59,26 @@ def test_verifying_a_run_imports_no_writer_side_and_no_renderer(small_run: Path)
         f"heavy = [m for m in {NOT_ON_THE_VERIFY_PATH!r} "
         "if any(k == m or k.startswith(m + '.') for k in sys.modules)]\n"
         "assert not heavy, f'imported on the verify path: {heavy}'\n"
+        f"{NO_VALIDATOR_BUILT}"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path) -> None:
+    # the real entry point (typer, the terminal, the JSON report), as a gate calls it
+    code = (
+        "import sys\n"
+        "from ftaudit.cli.verify_cmd import main\n"
+        f"sys.argv = ['ft-verify', {str(small_run)!r}, '--format', 'json']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, f'the clean run did not verify (exit {exit.code})'\n"
+        f"heavy = [m for m in {NOT_ON_THE_VERIFY_PATH!r} "
+        "if any(k == m or k.startswith(m + '.') for k in sys.modules)]\n"
+        "assert not heavy, f'imported by ft-verify: {heavy}'\n"
+        f"{NO_VALIDATOR_BUILT}"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
