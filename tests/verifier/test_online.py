@@ -10,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.synth.bugs import BUGS
 from ftaudit.verifier import Report, Violation, verify
+from ftaudit.verifier.anchors import NO_ANCHORS
+from ftaudit.verifier.engine import check_session, select_rules
+from ftaudit.verifier.incremental import FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
+from ftaudit.verifier.session import Session
 
 SHAPE = SynthConfig(
     steps=40,
@@ -53,8 +58,8 @@ def _finding(v: Violation) -> tuple[object, ...]:
     return (v.code, v.location.step, v.location.incarnation)
 
 
-def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1) -> Followed:
-    online = OnlineVerifier(run_dir)
+def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 0) -> Followed:
+    online = OnlineVerifier(run_dir, since_step=since)
     judged = 0
 
     def after_step(step: int) -> None:
@@ -126,6 +131,44 @@ def test_a_bug_is_found_before_the_run_finished(tmp_path: Path) -> None:
     assert any(k[0] == "FT004" for k in followed.provisional), followed.provisional
     _check_agreement(followed)
     assert not followed.online.passed()
+
+
+@pytest.mark.slow
+def test_a_follower_attached_late_judges_from_its_step(tmp_path: Path) -> None:
+    config = dataclasses.replace(SMALL, bug="missing_sample", bug_step=16)
+    followed = _follow(tmp_path / "run", config, every=2, since=12)
+    assert any(k[0] == "FT004" for k in followed.provisional), followed.provisional
+    assert all(k[1] is None or k[1] >= 12 for k in followed.provisional), followed.provisional
+    _check_agreement(followed)
+
+
+def _loaded(session: Session) -> list[dict]:
+    return session.rows(f"SELECT * FROM {SEGMENTS} ORDER BY filename, seq")
+
+
+def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(tmp_path: Path) -> None:
+    """One session moved along the run (segments that left the window dropped, only the
+    new ones read) holds the rows of a fresh load of the same window and gets the same
+    report, forwards and back (a resume moves the first step to judge back)."""
+    config = dataclasses.replace(SMALL, bug="missing_sample", bug_step=14)
+    run_dir = synthesize(tmp_path / "run", config).run_dir
+    rules = select_rules()
+    cache = FooterCache()
+    moved: Session | None = None
+    opened = 0
+    for since in [4, 10, 16, 9, 21]:
+        scan, window = select(run_dir, since, cache=cache)
+        if moved is None or not moved.move(scan, head_only=window.head_only):
+            moved = Session.open(run_dir, scan=scan, head_only=window.head_only)
+            opened += 1
+        with Session.open(run_dir, scan=scan, head_only=window.head_only) as fresh:
+            assert _loaded(moved) == _loaded(fresh), since
+            got = check_session(moved, rules, window, None, (), NO_ANCHORS)
+            want = check_session(fresh, rules, window, None, (), NO_ANCHORS)
+            assert _without_timings(got) == _without_timings(want), since
+    assert moved is not None
+    moved.close()
+    assert opened <= 4  # moved, not reloaded: new columns (a checkpoint's) or a head re-read
 
 
 LIVE_GAPS = {

@@ -53,6 +53,8 @@ def follow(
         if interrupted():
             _stopped(online)
         raise
+    finally:
+        online.close()
 
 
 def _stopped(online: OnlineVerifier) -> None:

@@ -96,9 +96,37 @@ def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBat
     yield from _batches_of(pending, schema)
 
 
-def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> None:
-    """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``."""
+def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> pa.Schema:
+    """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``;
+    returns the table's (unified) schema."""
     schema = unified_schema(scan)
+    _stream(con, scan, schema, f"CREATE TABLE {ident(table)} AS SELECT * FROM {{source}}")
+    return schema
+
+
+def append_segments(
+    con: duckdb.DuckDBPyConnection, scan: RunScan, table: str, schema: pa.Schema
+) -> None:
+    """Add the rows of ``scan``'s segments to ``table``, made by :func:`load_segments` with
+    ``schema``; every column of these segments must be one of ``schema``'s (see
+    :func:`fits`)."""
+    _stream(con, scan, schema, f"INSERT INTO {ident(table)} SELECT * FROM {{source}}")
+
+
+def fits(scan: RunScan, schema: pa.Schema) -> bool:
+    """Whether every column of ``scan``'s segments is in ``schema``, with the same type."""
+    for info in scan.segments:
+        for field in info.schema:
+            index = schema.get_field_index(field.name)
+            if index < 0 or schema.field(index).type != field.type:
+                return False
+    return True
+
+
+def _stream(
+    con: duckdb.DuckDBPyConnection, scan: RunScan, schema: pa.Schema, statement: str
+) -> None:
+    """Run ``statement`` (reading ``{source}``) over the scan's rows streamed in ``schema``."""
     failure: list[CorruptSegmentError] = []
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -112,7 +140,7 @@ def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> 
     source = "_ftaudit_segment_stream"
     con.register(source, reader)
     try:
-        con.execute(f"CREATE TABLE {ident(table)} AS SELECT * FROM {ident(source)}")
+        con.execute(statement.format(source=ident(source)))
     except duckdb.Error:
         if failure:
             raise failure[0] from None
@@ -121,4 +149,12 @@ def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> 
         con.unregister(source)
 
 
-__all__ = ["FILENAME", "conformed_batches", "load_segments", "read_segment", "unified_schema"]
+__all__ = [
+    "FILENAME",
+    "append_segments",
+    "conformed_batches",
+    "fits",
+    "load_segments",
+    "read_segment",
+    "unified_schema",
+]

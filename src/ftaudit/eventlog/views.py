@@ -136,15 +136,16 @@ def create_views(
     registry: EventRegistry,
     *,
     manifests: bool = True,
-) -> None:
-    """Load the run's segments into a table on ``con`` and create every view over it.
+) -> pa.Schema:
+    """Load the run's segments into a table on ``con`` and create every view over it;
+    returns the table's schema.
 
     The rows are copied in (from the scan's explicit file list, see
     :mod:`ftaudit.eventlog.load`), so no view reads a file: external file access can be
     switched off afterwards without breaking them. ``manifests=False`` leaves the
     dataset manifests out (the data views are then empty of manifest items).
     """
-    load_segments(con, scan, SEGMENTS)
+    schema = load_segments(con, scan, SEGMENTS)
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
     for name, select in _type_views(con, scan, registry).items():
@@ -156,6 +157,7 @@ def create_views(
     create_manifest_tables(con, scan.run_dir, load=manifests)
     for name, select in DATA_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
+    return schema
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -81,6 +81,10 @@ class FooterCache:
     metadata: dict[Path, pq.FileMetaData] = field(default_factory=dict)
     infos: dict[Path, SegmentInfo] = field(default_factory=dict)
     max_steps: dict[Path, int | None] = field(default_factory=dict)
+    allocations: dict[Path, pa.Table] = field(default_factory=dict)
+    """A driver segment's allocations (what :func:`_lookback` reads), by path."""
+    buffer_sizes: dict[Path, list[int]] = field(default_factory=dict)
+    """The buffer sizes a driver segment's ``run_started`` rows declare, by path."""
 
     def md(self, path: Path) -> pq.FileMetaData:
         """The Parquet footer of ``path``."""
@@ -137,6 +141,18 @@ class _File:
     def max_step(self) -> int | None:
         return self.cache.max_step(self.path)
 
+    def allocations(self) -> pa.Table:
+        found = self.cache.allocations.get(self.path)
+        if found is None:
+            found = self.cache.allocations[self.path] = _allocations(self.path, self.md)
+        return found
+
+    def buffer_sizes(self) -> list[int]:
+        found = self.cache.buffer_sizes.get(self.path)
+        if found is None:
+            found = self.cache.buffer_sizes[self.path] = _buffer_sizes(self.path, self.md)
+        return found
+
 
 def _suffix(files: list[_File], lookback: int) -> int:
     """Index of the first file of the suffix holding every step ``>= lookback``."""
@@ -158,10 +174,10 @@ def _read(path: Path, columns: list[str]) -> pa.Table:
     return pq.ParquetFile(path).read(columns=columns)
 
 
-def _allocations(path: Path) -> pa.Table:
+def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:
     """(step, start, counter_after) of the allocations in one driver segment."""
-    schema = pq.read_schema(path)
-    cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in schema.names]
+    names = md.schema.to_arrow_schema().names
+    cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in names]
     table = _read(path, cols)
     if _COUNTER not in table.column_names:
         empty = pa.nulls(0, pa.int64())
@@ -173,14 +189,17 @@ def _allocations(path: Path) -> pa.Table:
     )
 
 
+def _buffer_sizes(path: Path, md: pq.FileMetaData) -> list[int]:
+    """The buffer sizes the ``run_started`` rows of one driver segment declare."""
+    if _BUFFER not in md.schema.to_arrow_schema().names:
+        return []
+    t = _read(path, ["type", _BUFFER])
+    t = t.filter(pc.equal(t["type"], string_scalar("run_started")))
+    return [v for v in t[_BUFFER].to_pylist() if v]
+
+
 def _buffer_size(drivers: dict[str, list[_File]]) -> int | None:
-    sizes = []
-    for files in drivers.values():
-        path = files[0].path
-        if _BUFFER in pq.read_schema(path).names:
-            t = _read(path, ["type", _BUFFER])
-            t = t.filter(pc.equal(t["type"], string_scalar("run_started")))
-            sizes += [v for v in t[_BUFFER].to_pylist() if v]
+    sizes = [b for files in drivers.values() for b in files[0].buffer_sizes()]
     return sizes[-1] if sizes else None
 
 
@@ -194,7 +213,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     loaded: dict[str, list[tuple[int, pa.Table]]] = defaultdict(list)
     for writer, files in drivers.items():
         for i in range(len(files) - 1, _suffix(files, since) - 1, -1):
-            t = _allocations(files[i].path)
+            t = files[i].allocations()
             loaded[writer].append((i, t))
             new = t.filter(pc.greater_equal(t["step"], int64_scalar(since)))
             if new.num_rows:
@@ -216,7 +235,7 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
             if i == 0 or any(t.num_rows and pc.max(t["after"]).as_py() <= lo for t in tables):
                 break
             i -= 1
-            tables = [_allocations(files[i].path)]
+            tables = [files[i].allocations()]
     return max(lookback - 1, 0)
 
 

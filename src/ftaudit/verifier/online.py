@@ -87,12 +87,29 @@ class Poll:
 
 @dataclass
 class _Frontier:
-    """What the footers say about the run's progress."""
+    """What the sealed segments say about the run's progress, updated segment by segment."""
 
-    incarnation: int
-    finished: bool
-    settled: int
-    """The last settled step of the newest incarnation (-1: none)."""
+    incarnation: int = -1
+    finished: bool = False
+    tops: dict[str, int] = field(default_factory=dict)
+    """Each writer of the newest incarnation: the largest step it sealed (-1: none)."""
+
+    def add(self, info: SegmentInfo, max_step: int | None) -> None:
+        """Take in one newly sealed segment."""
+        meta = info.meta
+        if meta.incarnation < self.incarnation:
+            return  # an older incarnation's writers do not hold the newest one back
+        if meta.incarnation > self.incarnation:
+            self.incarnation, self.finished, self.tops = meta.incarnation, False, {}
+        if meta.writer.startswith(_DRIVER_PREFIX) and "run_finished" in meta.types:
+            self.finished = True
+        top = -1 if max_step is None else max_step
+        self.tops[meta.writer] = max(self.tops.get(meta.writer, -1), top)
+
+    @property
+    def settled(self) -> int:
+        """The last settled step of the newest incarnation (-1: none)."""
+        return min(self.tops.values()) - 1 if self.tops else -1
 
 
 @dataclass
@@ -104,6 +121,9 @@ class OnlineVerifier:
     skip: Sequence[str] = ()
     data_manifests: Sequence[str | os.PathLike[str]] = ()
     anchors: Anchors = NO_ANCHORS
+    since_step: int = 0
+    """The first step to judge, as ``ft-verify --since-step``: a follower attached to a long
+    run late (its first poll loads the window that step needs from the log)."""
     judged_through: int = -1
     """The last step judged so far (-1: none)."""
     violations: list[Violation] = field(default_factory=list)
@@ -111,12 +131,16 @@ class OnlineVerifier:
     final: Report | None = None
     _cache: FooterCache = field(default_factory=FooterCache)
     _seen: set[tuple[object, ...]] = field(default_factory=set)
+    _progress: _Frontier = field(default_factory=_Frontier)
+    _session: Session | None = None
+    """The window of the run the last poll judged, kept loaded for the next poll."""
     _incarnation: int = -1
     _next: int = 0
     """The first step not judged yet (a resumed incarnation moves it back)."""
 
     def __post_init__(self) -> None:
         self.run_dir = Path(self.run_dir)
+        self._next = max(self._next, self.since_step)
         select_rules(self.select, self.skip)  # a bad rule name fails before the run exists
 
     def poll(self) -> Poll:
@@ -127,9 +151,13 @@ class OnlineVerifier:
         listing = list_segments(self.run_dir, allow_empty=True)
         if not listing.writers:
             return Poll(None, (), None)
-        infos = [self._cache.info(f) for f in listing.files]
-        frontier = self._frontier(infos, self._cache)
+        for listed in listing.files:
+            if listed.path not in self._cache.infos:
+                info = self._cache.info(listed)
+                self._progress.add(info, self._cache.max_step(info.path))
+        frontier = self._progress
         if frontier.finished:
+            self.close()
             self.final = verify(
                 self.run_dir,
                 select=self.select,
@@ -141,9 +169,10 @@ class OnlineVerifier:
             return Poll(None, fresh, self.final)
         if frontier.incarnation != self._incarnation:
             # a resumed incarnation re-runs the steps after its checkpoint: judge them again
+            infos = [self._cache.info(f) for f in listing.files]
             resumed = _resumed_iteration(infos, frontier.incarnation)
             if resumed is not None:
-                self._next = min(self._next, resumed + 1)
+                self._next = max(self.since_step, min(self._next, resumed + 1))
             self._incarnation = frontier.incarnation
         start = self._next
         if frontier.settled < start:
@@ -182,17 +211,44 @@ class OnlineVerifier:
         rules = select_rules(self.select, self.skip)
         live = SegmentListing(listing.run_dir, listing.writers, ())
         window: IncrementalScope | None = None
+        heads: frozenset[str] = frozenset()
         if start <= 0:  # nothing judged yet: every segment is needed
             infos = tuple(self._cache.info(f) for f in live.files)
             skip = superseded(infos)  # a compaction cut short: read its events once
             scan = RunScan(live.run_dir, tuple(i for i in infos if i.path not in skip), ())
-            opened = Session.open(self.run_dir, scan=scan)
         else:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
-            opened = Session.open(self.run_dir, scan=scan, head_only=window.head_only)
-        with opened as session:
-            report = check_session(session, rules, window, None, self.data_manifests, NO_ANCHORS)
-        return report, len(scan.segments)
+            heads = window.head_only
+        session, read = self._window(scan, heads)
+        report = check_session(session, rules, window, None, self.data_manifests, NO_ANCHORS)
+        return report, read
+
+    def _window(self, scan: RunScan, heads: frozenset[str]) -> tuple[Session, int]:
+        """The session holding ``scan``'s rows, and how many segments this poll read.
+
+        The session of the previous poll is moved along (the segments that left the
+        window dropped, only the new ones read); a new one is opened on the first poll,
+        and when the new segments bring a column the loaded table lacks.
+        """
+        old = self._session
+        if old is not None:
+            loaded = {i.path for i in old.scan.segments}
+            read = sum(1 for i in scan.segments if i.path not in loaded)
+            try:
+                if old.move(scan, head_only=heads):
+                    return old, read
+            except BaseException:
+                self.close()  # half moved: the next poll opens a new session
+                raise
+            self.close()
+        self._session = Session.open(self.run_dir, scan=scan, head_only=heads)
+        return self._session, len(scan.segments)
+
+    def close(self) -> None:
+        """Free the loaded window (a later poll loads it again)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     def _fresh(self, found: Iterable[Violation]) -> tuple[Violation, ...]:
         """The violations no earlier poll reported (one poll may report a key twice)."""
@@ -200,22 +256,6 @@ class OnlineVerifier:
         self._seen.update(violation_key(v) for v in out)
         self.violations.extend(out)
         return out
-
-    @staticmethod
-    def _frontier(infos: list[SegmentInfo], cache: FooterCache) -> _Frontier:
-        newest = max(i.meta.incarnation for i in infos)
-        finished = False
-        top: dict[str, int] = {}
-        for info in infos:
-            meta = info.meta
-            if meta.incarnation != newest:
-                continue
-            if meta.writer.startswith(_DRIVER_PREFIX) and "run_finished" in meta.types:
-                finished = True
-            step = cache.max_step(info.path)
-            top[meta.writer] = max(top.get(meta.writer, -1), -1 if step is None else step)
-        settled = min(top.values()) - 1 if top else -1
-        return _Frontier(newest, finished, settled)
 
 
 def _resumed_iteration(infos: list[SegmentInfo], incarnation: int) -> int | None:

@@ -25,6 +25,7 @@ from ftaudit.errors import (
     UnusableInputError,
 )
 from ftaudit.eventlog.connections import open_memory
+from ftaudit.eventlog.load import append_segments, fits
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
@@ -59,7 +60,12 @@ class Session:
 
     scan: RunScan
     con: duckdb.DuckDBPyConnection
+    schema: pa.Schema
+    """The loaded table's columns: what segments added later (:meth:`move`) may hold."""
+    registry: EventRegistry = default_registry
     timings: list[QueryTiming] = field(default_factory=list)
+    _heads: set[str] = field(default_factory=set)
+    """Segments of which only the ``run_started`` rows are loaded (paths)."""
 
     @classmethod
     def open(
@@ -79,12 +85,8 @@ class Session:
         check_types(scan, registry)
         con = open_memory()
         try:
-            create_views(con, scan, registry, manifests=False)  # FT008 reads them itself
-            if head_only:
-                con.execute(
-                    f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
-                    f"AND list_contains({string_list(sorted(head_only))}, filename)"
-                )
+            schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
+            _keep_heads(con, head_only)
             check_rows(con, registry)
             create_history_views(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
@@ -96,7 +98,42 @@ class Session:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
-        return cls(scan, con)
+        return cls(scan, con, schema, registry, _heads=set(head_only))
+
+    def move(self, scan: RunScan, *, head_only: Collection[str] = ()) -> bool:
+        """Make the loaded rows those of ``scan`` (``head_only`` segments: their
+        ``run_started`` rows), reading only the segments not loaded yet; an online
+        verifier's window moving along a live run. Returns False, changing nothing, when
+        the new segments hold a column the table lacks or a segment loaded whole must
+        now be read again: the caller opens a new session. Raises ``UnusableInputError``
+        as :meth:`open` does.
+        """
+        loaded = {str(i.path) for i in self.scan.segments}
+        wanted = {str(i.path) for i in scan.segments}
+        fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
+        new = RunScan(scan.run_dir, fresh, ())
+        heads = set(head_only)
+        if not fits(new, self.schema) or (loaded & wanted) & (self._heads - heads):
+            return False
+        check_types(new, self.registry)
+        try:
+            gone = sorted(loaded - wanted)
+            if gone:
+                self.con.execute(
+                    f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(gone)}, filename)"
+                )
+            if new.segments:
+                append_segments(self.con, new, SEGMENTS, self.schema)
+            _keep_heads(self.con, heads - self._heads)
+            if new.segments:
+                check_rows(self.con, self.registry, new.segments)
+        except duckdb.Error as exc:
+            raise CorruptSegmentError(
+                scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
+            ) from None
+        self.scan = scan
+        self._heads = heads
+        return True
 
     @property
     def run_dir(self) -> Path:
@@ -136,6 +173,15 @@ class Session:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _keep_heads(con: duckdb.DuckDBPyConnection, head_only: Collection[str]) -> None:
+    """Of the ``head_only`` segments (paths), keep only the ``run_started`` rows."""
+    if head_only:
+        con.execute(
+            f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
+            f"AND list_contains({string_list(sorted(head_only))}, filename)"
+        )
 
 
 def _one_line(exc: BaseException) -> str:

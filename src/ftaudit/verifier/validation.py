@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
 
 import duckdb
@@ -32,8 +33,9 @@ from pydantic import BaseModel
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.identity import Identity, Trainer
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.reader import SegmentInfo
 from ftaudit.eventlog.registry import EventRegistry, EventType
-from ftaudit.eventlog.sql import ident, literal
+from ftaudit.eventlog.sql import ident, literal, string_list
 from ftaudit.eventlog.views import SEGMENTS
 
 RING_IDS = frozenset(
@@ -200,33 +202,53 @@ def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]
     return out + _identity_problems(present)
 
 
-def _query(event_type: EventType, problems: list[tuple[str, str]], ring: str) -> str:
+def _checked(order: int, event_type: EventType, problems: list[tuple[str, str]], where: str) -> str:
+    """The rows of one event type, each with what is wrong with it (NULL: nothing)."""
     cases = " ".join(f"WHEN {cond} THEN {literal(why)}" for cond, why in problems)
     return f"""
-        WITH rings AS (
-            SELECT incarnation, max({ring}) AS _ring
-            FROM {SEGMENTS} WHERE type = 'run_started' GROUP BY incarnation),
-        checked AS (
-            SELECT s.filename, s.seq, CASE {cases} END AS why
-            FROM {SEGMENTS} s LEFT JOIN rings USING (incarnation)
-            WHERE s.type = {literal(event_type.name)})
-        SELECT filename, seq, why FROM checked WHERE why IS NOT NULL
-        ORDER BY filename, seq LIMIT 1"""
+        SELECT {order} AS _order, {literal(event_type.name)} AS type, s.filename, s.seq,
+               CASE {cases} END AS why
+        FROM {SEGMENTS} s LEFT JOIN rings USING (incarnation)
+        WHERE s.type = {literal(event_type.name)}{where}"""
 
 
-def check_rows(con: duckdb.DuckDBPyConnection, registry: EventRegistry) -> None:
-    """Raise :class:`CorruptSegmentError` for the first row that breaks its model."""
+def check_rows(
+    con: duckdb.DuckDBPyConnection,
+    registry: EventRegistry,
+    added: Sequence[SegmentInfo] | None = None,
+) -> None:
+    """Raise :class:`CorruptSegmentError` for the first row that breaks its model.
+
+    One query checks every event type (one per type cost each its planning).
+    ``added`` limits the check to the rows of those segments: the ones just added to a
+    table whose other rows were checked before.
+    """
+    where, types = "", None
+    if added is not None:
+        paths = sorted(str(info.path) for info in added)
+        where = f" AND list_contains({string_list(paths)}, s.filename)"
+        types = {name for info in added for name in info.meta.types}
     present = {row[0] for row in con.execute(f"DESCRIBE {SEGMENTS}").fetchall()}
     buffer_size = "run_started.buffer_size"
     ring = ident(buffer_size) if buffer_size in present else "CAST(NULL AS BIGINT)"
-    for event_type in registry:
+    parts = []
+    for order, event_type in enumerate(registry):
         problems = _problems(event_type, present)
-        if not problems:
-            continue
-        found = con.execute(_query(event_type, problems, ring)).fetchone()
-        if found is not None:
-            filename, seq, why = found
-            raise CorruptSegmentError(filename, f"{event_type.name} event at seq {seq}: {why}")
+        if problems and (types is None or event_type.name in types):
+            parts.append(_checked(order, event_type, problems, where))
+    if not parts:
+        return
+    found = con.execute(
+        f"""WITH rings AS (
+                SELECT incarnation, max({ring}) AS _ring
+                FROM {SEGMENTS} WHERE type = 'run_started' GROUP BY incarnation),
+            checked AS ({" UNION ALL ".join(parts)})
+            SELECT type, filename, seq, why FROM checked WHERE why IS NOT NULL
+            ORDER BY _order, filename, seq LIMIT 1"""
+    ).fetchone()
+    if found is not None:
+        name, filename, seq, why = found
+        raise CorruptSegmentError(filename, f"{name} event at seq {seq}: {why}")
 
 
 __all__ = ["RING_IDS", "check_rows"]
