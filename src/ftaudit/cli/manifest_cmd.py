@@ -73,7 +73,8 @@ def _write(
     progress: Progress | None,
     label: str,
 ) -> WrittenManifest:
-    """Stream the manifest; the dataset's own errors become one-line manifest errors."""
+    """Stream the manifest; the dataset's own errors become one-line manifest errors (an
+    ``OSError``, of the output or of a file the dataset reads, already is one, naming it)."""
     from ftaudit.dataset.build import write_manifest_of
 
     try:
@@ -84,13 +85,6 @@ def _write(
         from ftaudit.dataset import ManifestError
 
         raise ManifestError(f"{label}: {exc.args[0] if exc.args else exc}") from None
-    except OSError as exc:  # the output's are ManifestErrors: this is the dataset's
-        from ftaudit.dataset import ManifestError
-
-        where = f"{exc.filename}: " if exc.filename else ""
-        raise ManifestError(
-            f"{label}: reading the dataset failed: {where}{exc.strerror or exc}"
-        ) from None
 
 
 def _load(dataset: str | None, parquet: Path | None, column: str | None) -> tuple[Any, str]:

@@ -155,54 +155,48 @@ def write_manifest_of(
 ) -> WrittenManifest:
     """Stream ``source``'s manifest to ``path``: one row group per chunk, atomic rename.
 
-    Memory stays at one chunk whatever the dataset's size. An ``OSError`` of the output
-    (its folder, the file, the rename) raises :class:`ManifestError` naming ``path``; one
-    the dataset raises while it is read (a file an item reads) propagates unchanged: the
-    two are never confused.
+    Memory stays at one chunk whatever the dataset's size. An ``OSError`` raises
+    :class:`ManifestError` naming what failed: ``path`` where the output failed (its
+    folder, the file, the rename), the dataset (``description``) and its file where an
+    item could not be read; the two are never confused.
     """
     target = Path(path)
     digest = DigestBuilder(ALGORITHM)
     chunks = _reading(
         fingerprint_chunks(
             source, field=field, transform=transform, chunk_size=chunk_size, progress=progress
-        )
+        ),
+        description or "the dataset",
     )
-    try:
-        with (
-            _writing(target),
-            atomic_path(target) as tmp,
-            pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer,
-        ):
-            for chunk in chunks:
-                items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
-                table = pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA)
-                writer.write_table(table)
-                digest.update(chunk)
-            writer.add_key_value_metadata(
-                metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
-            )
-    except _DatasetFailed as failed:
-        raise failed.error from None
+    with (
+        _writing(target),
+        atomic_path(target) as tmp,
+        pq.ParquetWriter(tmp, SCHEMA, compression="zstd") as writer,
+    ):
+        for chunk in chunks:
+            items = np.arange(digest.size, digest.size + chunk.size, dtype=np.int64)
+            table = pa.table({"item": items, "fingerprint": chunk}, schema=SCHEMA)
+            writer.write_table(table)
+            digest.update(chunk)
+        writer.add_key_value_metadata(
+            metadata_for(digest.size, digest.hexdigest(), ALGORITHM, description)
+        )
     return WrittenManifest(target, digest.hexdigest(), digest.size)
 
 
-class _DatasetFailed(Exception):
-    """An ``OSError`` of the dataset, carried past the output's error handling."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def _reading(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    """``chunks``, with the dataset's ``OSError`` marked as the dataset's."""
+def _reading(chunks: Iterator[np.ndarray], dataset: str) -> Iterator[np.ndarray]:
+    """``chunks``; an ``OSError`` the dataset raises is a :class:`ManifestError` naming the
+    dataset and its file (not an ``OSError``, so :func:`_writing` leaves it alone)."""
     while True:
         try:
             chunk = next(chunks)
         except StopIteration:
             return
         except OSError as exc:
-            raise _DatasetFailed(exc) from exc
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise ManifestError(
+                f"{dataset}: reading the dataset failed: {where}{exc.strerror or exc}"
+            ) from exc
         yield chunk
 
 
