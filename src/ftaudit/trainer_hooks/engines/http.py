@@ -1,7 +1,8 @@
 """One JSON request to an engine's HTTP server (no torch, standard library only).
 
-The SGLang and vLLM adapters (``sglang.py``, ``vllm.py``) ask through :func:`post_json`
-and turn an error answer into a message with :func:`error_text`.
+The SGLang and vLLM adapters (``sglang.py``, ``vllm.py``) ask their checker endpoint
+through :func:`ask_checker` and turn an error answer into a message with
+:func:`error_text`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Protocol
 
 from ftaudit.trainer_hooks.engines.base import EngineChecksumError
 
@@ -43,6 +44,30 @@ def post_json(
         raise EngineChecksumError(
             engine, f"{url} answered {status} with a body that is not JSON: {snippet!r}"
         ) from None
+
+
+class CheckerEndpoint(Protocol):
+    """An engine server with a weight-checker endpoint (``SGLangEngine``, ``VLLMEngine``)."""
+
+    url: str
+    api_key: str | None
+    timeout_s: float
+    endpoint: str
+
+    def describe(self) -> str: ...
+
+    def request_body(self) -> dict[str, Any]: ...
+
+
+def ask_checker(engine: CheckerEndpoint) -> tuple[int, Any]:
+    """POST the engine's request body to ``{url}{endpoint}``; the status and the answer."""
+    return post_json(
+        engine.url.rstrip("/") + engine.endpoint,
+        engine.request_body(),
+        timeout_s=engine.timeout_s,
+        api_key=engine.api_key,
+        engine=engine.describe(),
+    )
 
 
 def error_text(answer: Any) -> str:

@@ -36,7 +36,7 @@ from ftaudit.trainer_hooks.engines.base import (
     merge_ranks,
     rank_label,
 )
-from ftaudit.trainer_hooks.engines.http import DEFAULT_TIMEOUT_S, error_text, post_json
+from ftaudit.trainer_hooks.engines.http import DEFAULT_TIMEOUT_S, ask_checker, error_text
 
 TARGET_ROLE = "target"
 """The role of the served model; its checksum keys carry no role prefix."""
@@ -170,13 +170,7 @@ class SGLangEngine:
 
     def checksums(self) -> dict[str, str]:
         name = self.describe()
-        status, answer = post_json(
-            self.url.rstrip("/") + self.endpoint,
-            self.request_body(),
-            timeout_s=self.timeout_s,
-            api_key=self.api_key,
-            engine=name,
-        )
+        status, answer = ask_checker(self)
         if status != 200 or not isinstance(answer, dict) or answer.get("success") is not True:
             reason = error_text(answer)
             if status == 400 and _NO_CHECKSUM_ACTION.search(reason):

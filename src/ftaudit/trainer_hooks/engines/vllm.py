@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftaudit.trainer_hooks.engines.base import EngineChecksumError, merge_ranks, rank_label
-from ftaudit.trainer_hooks.engines.http import DEFAULT_TIMEOUT_S, error_text, post_json
+from ftaudit.trainer_hooks.engines.http import DEFAULT_TIMEOUT_S, ask_checker, error_text
 
 KEY_FORMS: dict[str, tuple[re.Pattern[str], tuple[str, ...]]] = {
     "tp": (re.compile(r"^(\d+):(.+)$"), ("tp",)),
@@ -81,13 +81,7 @@ class VLLMEngine:
 
     def checksums(self) -> dict[str, str]:
         name = self.describe()
-        status, answer = post_json(
-            self.url.rstrip("/") + self.endpoint,
-            self.request_body(),
-            timeout_s=self.timeout_s,
-            api_key=self.api_key,
-            engine=name,
-        )
+        status, answer = ask_checker(self)
         if status != 200 or not isinstance(answer, dict):
             raise EngineChecksumError(
                 name, f"weight_checker failed ({status}): {error_text(answer)}"
