@@ -6,6 +6,11 @@ classes to exit codes (see ``ftaudit.cli.exit_codes``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
+_T = TypeVar("_T")
+
 
 class FtauditError(Exception):
     """Base class of every ftaudit error."""
@@ -44,6 +49,15 @@ class UsageError(FtauditError, ValueError):
     """A caller gave ftaudit something it cannot use: a bad argument, a buffer or a run that
     does not match. A ``ValueError`` too, so code written against the plain builtin still
     catches it."""
+
+
+def by_name(known: Mapping[str, _T], name: str, what: str) -> _T:
+    """The entry of ``known`` a user named (snake_case; dashes are accepted too); an unknown
+    name is a :class:`UsageError` listing the known ones (``what``: ``bug``, ...)."""
+    found = known.get(name.replace("-", "_"))
+    if found is None:
+        raise UsageError(f"unknown {what} {name!r}; known {what}s: {', '.join(known)}")
+    return found
 
 
 class EngineChecksumError(FtauditError):

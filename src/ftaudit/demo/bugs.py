@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftaudit.errors import UsageError
+from ftaudit.errors import by_name
 
 
 @dataclass(frozen=True)
@@ -171,12 +171,7 @@ BUGS_BY_NAME: dict[str, Bug] = {b.name: b for b in BUGS}
 
 def get_bug(name: str | None) -> Bug | None:
     """The bug called ``name`` (None for a correct run); an unknown name lists the known ones."""
-    if name is None:
-        return None
-    bug = BUGS_BY_NAME.get(name.replace("-", "_"))  # snake_case; dashes accepted too
-    if bug is None:
-        raise UsageError(f"unknown bug {name!r}; known bugs: {', '.join(BUGS_BY_NAME)}")
-    return bug
+    return None if name is None else by_name(BUGS_BY_NAME, name, "bug")
 
 
 def active(bug: str | None, name: str) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftaudit.errors import UsageError
+from ftaudit.errors import by_name
 
 
 @dataclass(frozen=True)
@@ -113,11 +113,9 @@ BUGS: tuple[SynthBug, ...] = (
 )
 
 
+BUGS_BY_NAME: dict[str, SynthBug] = {b.name: b for b in BUGS}
+
+
 def get_bug(name: str) -> SynthBug:
     """The bug called ``name`` (snake_case, like the demo's; dashes are accepted too)."""
-    wanted = name.replace("-", "_")
-    for bug in BUGS:
-        if bug.name == wanted:
-            return bug
-    known = ", ".join(b.name for b in BUGS)
-    raise UsageError(f"unknown synth bug {name!r}; known: {known}")
+    return by_name(BUGS_BY_NAME, name, "synth bug")
