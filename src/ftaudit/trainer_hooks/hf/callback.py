@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -48,69 +48,33 @@ from torch.utils.data import RandomSampler
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import ExportableState
 
-from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
-from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import restored_state_hashes
 from ftaudit.trainer_hooks.torch.indexed_data import (
     SAMPLE_INDEX_KEY,
     batch_inputs,
-    batch_items,
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import base_sampler, epoch_order
 from ftaudit.trainer_hooks.torch.step_recorder import (
-    RecorderSettings,
+    FrameworkCallback,
     StepRecorder,
     resume_point,
 )
 
 
-class FtauditCallback(TrainerCallback, ExportableState):
+class FtauditCallback(FrameworkCallback, TrainerCallback, ExportableState):
     """Records a ``transformers.Trainer`` run for ``ft-verify``.
 
     ``Trainer(..., train_dataset=IndexedDataset(ds), callbacks=[FtauditCallback(run_dir,
-    buffer_size=B)])``. ``B`` must admit one step's samples on all ranks:
-    ``B >= min_buffer_size(per_device_batch * grad_accum * world_size)``.
+    buffer_size=B)])``; the arguments are :class:`FrameworkCallback`'s.
     """
 
-    def __init__(
-        self,
-        run_dir: str | os.PathLike[str],
-        *,
-        buffer_size: int,
-        layers: str | Sequence[str] | None = None,
-        dataset_size: int | None = None,
-        deterministic_order: bool | None = None,
-        input_key: str | None = "input_ids",
-        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
-        options: WriterOptions | None = None,
-    ) -> None:
-        """``layers``: the layer stack's path (default: the largest ``ModuleList``).
-        ``dataset_size``: the dataset's N (default: the train dataset's length).
-        ``deterministic_order``: declare whether the data order is fixed (a hole in
-        the stream or a changed order is then an error, not a warning).
-        ``input_key``: the forward argument whose rows are fingerprinted per sample
-        (None: no fingerprints, FT008 then cannot check the items read).
-        ``data_manifest``: the train dataset's manifest (``build_manifest(ds,
-        field="input_ids")`` or an ``ftaudit manifest`` file): FT008 then checks every fed
-        sample's content against its item, not only agreement."""
-        self.settings = RecorderSettings(
-            run_dir,
-            buffer_size,
-            layers=layers,
-            dataset_size=dataset_size,
-            deterministic_order=deterministic_order,
-            input_key=input_key,
-            data_manifest=data_manifest,
-            options=options,
-        )
-        self.recorder: StepRecorder | None = None
-        self._state: TrainerState | None = None
-        self._args: TrainingArguments | None = None
-        self._scheduler: Any = None
-        self._epoch = 0
-        self._hook: Any = None
+    _state: TrainerState | None = None
+    _args: TrainingArguments | None = None
+    _scheduler: Any = None
+    _epoch = 0
+    _hook: Any = None
 
     # -- setup ---------------------------------------------------------------------------
 
@@ -223,7 +187,7 @@ class FtauditCallback(TrainerCallback, ExportableState):
     def _pre_forward(
         self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-        items = batch_items(kwargs)
+        items = self.sample_items(kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k != SAMPLE_INDEX_KEY}
         if not (module.training and torch.is_grad_enabled()):
             return args, kwargs  # evaluation: nothing to witness

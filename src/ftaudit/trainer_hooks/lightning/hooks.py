@@ -39,15 +39,11 @@ and FT008 names them (items other than the declared order's, trained twice in th
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ftaudit.dataset.manifest import DatasetManifest
 from ftaudit.errors import UsageError
-from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch.extra_state import (
     portable_rng_states,
     restore_portable_rng_states,
@@ -56,12 +52,11 @@ from ftaudit.trainer_hooks.torch.extra_state import (
 )
 from ftaudit.trainer_hooks.torch.indexed_data import (
     batch_inputs,
-    batch_items,
     missing_index_error,
 )
 from ftaudit.trainer_hooks.torch.loader import SamplerStream, base_sampler, epoch_order
 from ftaudit.trainer_hooks.torch.step_recorder import (
-    RecorderSettings,
+    FrameworkCallback,
     StepRecorder,
     resume_point,
 )
@@ -70,7 +65,7 @@ if TYPE_CHECKING:  # the same API in both packages
     import lightning.pytorch as pl
 
 
-class FtauditHooks:
+class FtauditHooks(FrameworkCallback):
     """Records a Lightning run for ``ft-verify`` (mixed into a ``Callback`` subclass).
 
     ``Trainer(callbacks=[FtauditCallback(run_dir, buffer_size=B)])`` with a training
@@ -78,40 +73,16 @@ class FtauditHooks:
     indices of a batch of another shape). ``input_key`` names the batch tensor whose rows
     are fingerprinted per sample (None: no fingerprints, FT008 cannot check the items).
     ``data_manifest`` (a ``DatasetManifest`` or a manifest file) is the training dataset's:
-    FT008 then checks every fed sample's content against its item.
+    FT008 then checks every fed sample's content against its item. The arguments are
+    :class:`FrameworkCallback`'s.
     """
 
-    def __init__(
-        self,
-        run_dir: str | os.PathLike[str],
-        *,
-        buffer_size: int,
-        layers: str | Sequence[str] | None = None,
-        dataset_size: int | None = None,
-        deterministic_order: bool | None = None,
-        sample_items: Callable[[Any], list[int] | None] = batch_items,
-        input_key: str | None = "input_ids",
-        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
-        options: WriterOptions | None = None,
-    ) -> None:
-        self.settings = RecorderSettings(
-            run_dir,
-            buffer_size,
-            layers=layers,
-            dataset_size=dataset_size,
-            deterministic_order=deterministic_order,
-            input_key=input_key,
-            data_manifest=data_manifest,
-            options=options,
-        )
-        self.sample_items = sample_items
-        self.recorder: StepRecorder | None = None
-        self._step: int | None = None
-        self._stepping = False
-        self._pending_save: int | None = None
-        self._loaded_rng: dict[str, str] | None = None
-        self._loaded_consumed: int | None = None
-        self._declared_epoch: int | None = None
+    _step: int | None = None
+    _stepping = False
+    _pending_save: int | None = None
+    _loaded_rng: dict[str, str] | None = None
+    _loaded_consumed: int | None = None
+    _declared_epoch: int | None = None
 
     # -- setup ---------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from ftaudit.trainer_hooks.allocator import WitnessInfo, max_ids_per_step, min_b
 from ftaudit.trainer_hooks.driver import DriverSession, ranks
 from ftaudit.trainer_hooks.stream import counter_positions
 from ftaudit.trainer_hooks.torch.checksums import state_hashes
+from ftaudit.trainer_hooks.torch.indexed_data import batch_items
 from ftaudit.trainer_hooks.torch.witness import (
     WITNESS_MODULE,
     WitnessSet,
@@ -69,6 +70,51 @@ class RecorderSettings:
     data_manifest: DatasetManifest | str | os.PathLike[str] | None = None
     """The training dataset's manifest (or its file): FT008 checks what was fed against it."""
     options: WriterOptions | None = None
+
+
+class FrameworkCallback:
+    """What every framework callback (Hugging Face, Lightning) is made with: its recorder's
+    settings and how a batch names its samples; it makes its :class:`StepRecorder` when the
+    framework hands it the model."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        buffer_size: int,
+        layers: str | Sequence[str] | None = None,
+        dataset_size: int | None = None,
+        deterministic_order: bool | None = None,
+        sample_items: Callable[[Any], list[int] | None] = batch_items,
+        input_key: str | None = "input_ids",
+        data_manifest: DatasetManifest | str | os.PathLike[str] | None = None,
+        options: WriterOptions | None = None,
+    ) -> None:
+        """``buffer_size`` must admit one step's samples on all ranks:
+        ``B >= min_buffer_size(per_device_batch * grad_accum * world_size)``.
+        ``layers``: the layer stack's path (default: the largest ``ModuleList``).
+        ``dataset_size``: the dataset's N (default: the train dataset's length).
+        ``deterministic_order``: declare whether the data order is fixed (a hole in
+        the stream or a changed order is then an error, not a warning).
+        ``sample_items``: reads a batch's dataset indices (default: those
+        :class:`IndexedDataset` adds).
+        ``input_key``: the batch tensor (forward argument) whose rows are fingerprinted
+        per sample (None: no fingerprints, FT008 then cannot check the items read).
+        ``data_manifest``: the train dataset's manifest (``build_manifest(ds,
+        field="input_ids")`` or an ``ftaudit manifest`` file): FT008 then checks every fed
+        sample's content against its item, not only agreement."""
+        self.settings = RecorderSettings(
+            run_dir,
+            buffer_size,
+            layers=layers,
+            dataset_size=dataset_size,
+            deterministic_order=deterministic_order,
+            input_key=input_key,
+            data_manifest=data_manifest,
+            options=options,
+        )
+        self.sample_items = sample_items
+        self.recorder: StepRecorder | None = None
 
 
 def resume_point(finished_steps: int, consumed: int | None) -> tuple[int | None, int]:
