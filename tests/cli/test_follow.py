@@ -1,6 +1,6 @@
 """``ft-verify --follow`` against a run that another process is writing.
 
-The writer (``tests/support/live_writer.py``) stops half-way until the test creates its
+The writer (``tests.support.live_writer``) stops half-way until the test creates its
 gate file; the test creates it only once the followers said what they judged of the
 half-written run, so nothing here depends on timing: every wait is on a counted
 condition, with a generous timeout for a loaded machine.
@@ -21,11 +21,13 @@ import pytest
 from typer.testing import CliRunner
 
 from ftaudit.cli.verify_cmd import build_app
-from ftaudit.synth import SynthConfig, synthesize
+from ftaudit.synth import synthesize
 from tests.support.cli import check_exit
+from tests.support.synth_runs import small_synth
 
 BIN = Path(sys.executable).parent
-WRITER = Path(__file__).parents[1] / "support" / "live_writer.py"
+ROOT = Path(__file__).resolve().parents[2]
+LIVE_WRITER = [sys.executable, "-m", "tests.support.live_writer"]
 TIMEOUT_S = 300.0
 
 
@@ -91,7 +93,8 @@ def test_follow_judges_a_live_run_then_gives_the_offline_verdict(tmp_path: Path)
     writer_log = tmp_path / "writer.log"
     with writer_log.open("w") as log:
         writer = subprocess.Popen(
-            [sys.executable, str(WRITER), str(run_dir), str(gate), "missing_sample"],
+            [*LIVE_WRITER, str(run_dir), str(gate), "missing_sample"],
+            cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -135,18 +138,7 @@ def test_follow_judges_a_live_run_then_gives_the_offline_verdict(tmp_path: Path)
 
 
 def test_follow_on_a_finished_run_prints_the_offline_report(tmp_path: Path) -> None:
-    config = SynthConfig(
-        steps=6,
-        cells=1,
-        ranks=1,
-        buffer_size=256,
-        samples_per_step=16,
-        restarts=0,
-        retries=0,
-        checkpoint_every=3,
-        flush_every=2,
-        seed=0,
-    )
+    config = small_synth(6, cells=1, buffer_size=256, samples_per_step=16, checkpoint_every=3)
     run = str(synthesize(tmp_path / "run", config).run_dir)
     followed = CliRunner().invoke(build_app(), ["--follow", "--format", "json", run])
     check_exit(followed, 0)

@@ -14,20 +14,12 @@ import pytest
 from ftaudit.eventlog import CheckpointRef, ResumeIndex, connect
 from ftaudit.eventlog import resume as resume_module
 from ftaudit.eventlog.compact import compact_run
-from ftaudit.synth import SynthConfig, synthesize
+from ftaudit.synth import synthesize
 from ftaudit.trainer_hooks import DriverSession, ranks
+from tests.support.synth_runs import small_synth
 
-RESTARTS = SynthConfig(
-    steps=20,
-    cells=2,
-    ranks=1,
-    buffer_size=256,
-    samples_per_step=16,
-    restarts=2,
-    retries=2,
-    checkpoint_every=3,
-    flush_every=2,
-    seed=11,
+RESTARTS = small_synth(
+    20, buffer_size=256, samples_per_step=16, restarts=2, retries=2, checkpoint_every=3, seed=11
 )
 
 

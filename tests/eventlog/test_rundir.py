@@ -12,20 +12,12 @@ import pytest
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
 from ftaudit.eventlog import ResumeIndex, is_run, list_segments, scan_run
 from ftaudit.eventlog.rundir import EVENTS_DIR, segment_path
-from ftaudit.synth import SynthConfig, synthesize
+from ftaudit.synth import synthesize
 from ftaudit.verifier.incremental import select
+from tests.support.synth_runs import small_synth
 
-TINY = SynthConfig(
-    steps=8,
-    cells=2,
-    ranks=1,
-    buffer_size=256,
-    samples_per_step=16,
-    restarts=1,
-    retries=1,
-    checkpoint_every=2,
-    flush_every=2,
-    seed=3,
+TINY = small_synth(
+    8, buffer_size=256, samples_per_step=16, restarts=1, retries=1, checkpoint_every=2, seed=3
 )
 
 

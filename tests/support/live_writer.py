@@ -1,4 +1,5 @@
-"""A live run for followers to watch: ``python live_writer.py RUN_DIR GATE [BUG]``.
+"""A live run for followers to watch: ``python -m tests.support.live_writer RUN_DIR GATE [BUG]``
+(from the repository root).
 
 Writes a synth run step by step in this process (real writers, real flushes). After the
 step ``PAUSE_AFTER`` it waits for the file ``GATE`` to exist, so a test can look at the
@@ -13,20 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from ftaudit.synth import SynthConfig, synthesize
+from ftaudit.synth import synthesize
+from tests.support.synth_runs import small_synth
 
-SHAPE = SynthConfig(
-    steps=24,
-    cells=2,
-    ranks=1,
-    buffer_size=1024,
-    samples_per_step=64,
-    restarts=0,
-    retries=1,
-    checkpoint_every=8,
-    flush_every=2,
-    seed=3,
-)
+SHAPE = small_synth(24, retries=1, seed=3)
 PAUSE_AFTER = 12
 """Steps 0..10 are sealed by then (the flush after step 11), so 0..10 can settle."""
 GATE_TIMEOUT_S = 600.0

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from ftaudit.synth import SynthConfig, SynthResult, synthesize
+from ftaudit.synth import SynthResult, synthesize
+from tests.support.synth_runs import small_synth
 
-SMALL = SynthConfig(
-    steps=16,
-    cells=2,
+SMALL = small_synth(
+    16,
     ranks=2,
     buffer_size=512,
     samples_per_step=32,

@@ -10,23 +10,12 @@ import pytest
 from typer.testing import CliRunner
 
 from ftaudit.cli.verify_cmd import build_app
-from ftaudit.synth import SynthConfig, SynthResult, synthesize
+from ftaudit.synth import SynthResult, synthesize
 from ftaudit.verifier import Report, Violation, verify
 from ftaudit.verifier.incremental import select
+from tests.support.synth_runs import LOOKBACK
 
-SHAPE = SynthConfig(
-    steps=40,
-    cells=2,
-    ranks=1,
-    buffer_size=1024,
-    samples_per_step=64,
-    restarts=2,
-    retries=3,
-    checkpoint_every=8,
-    flush_every=3,
-    seed=1,
-)
-"""keep = 716 ids = 11 steps of lookback, two restarts, many small segments."""
+SHAPE = LOOKBACK
 
 
 def _key(v: Violation) -> tuple[object, ...]:

@@ -19,20 +19,9 @@ from ftaudit.verifier.engine import check_session, select_rules
 from ftaudit.verifier.incremental import FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.session import Session
+from tests.support.synth_runs import LOOKBACK
 
-SHAPE = SynthConfig(
-    steps=40,
-    cells=2,
-    ranks=1,
-    buffer_size=1024,
-    samples_per_step=64,
-    restarts=2,
-    retries=3,
-    checkpoint_every=8,
-    flush_every=3,
-    seed=1,
-)
-"""Two restarts (re-run steps judged again), retried steps, many small segments."""
+SHAPE = LOOKBACK
 
 
 @dataclasses.dataclass
