@@ -217,6 +217,41 @@ def test_step_and_attempt_come_from_the_context(writer: EventWriter, tmp_path: P
     assert got == [(3, 2), (9, 2), (None, None)]
 
 
+def test_interleaved_types_in_one_flush_keep_their_order_values_and_steps(
+    writer: EventWriter, tmp_path: Path
+):
+    """One segment of interleaved types, logged with their own steps, inside contexts and
+    outside: the flush groups rows by type, and every event reads back as logged, at its
+    sequence number, with the step and attempt it had or inherited."""
+    shared = IntRuns(starts=[5, 0], lengths=[3, 2])  # one object in several events
+    logged: list[tuple[Event, tuple[int | None, int | None]]] = []
+
+    def log(event: Event, step: int | None, attempt: int | None) -> None:
+        assert writer.log(event) == len(logged)
+        logged.append((event, (step, attempt)))
+
+    for i in range(40):
+        snapshot = WitnessSnapshot(
+            cell=i % 3,
+            instance=f"w{i % 2}",
+            nonzero_ids=IntRuns(starts=[i], lengths=[i + 1]) if i % 4 else IntRuns(),
+            stale_ids=shared,
+        )
+        with step_context(i, attempt=i % 2):
+            log(snapshot, i, i % 2)
+            log(Metric(attempt=7, values={f"m{i}": i / 3}), i, 7)
+        log(Metric(values={}), None, None)
+        log(WitnessCleared(step=100 + i, attempt=0, cell=0, stale_ids=shared), 100 + i, 0)
+        log(CellReconfigured(quorum_id=i, heal_source=None if i % 2 else i), None, None)
+    writer.flush()
+    records = read_records(tmp_path)
+    assert [r.envelope.seq for r in records] == list(range(len(logged)))
+    for (event, steps), record in zip(logged, records, strict=True):
+        step, attempt = steps
+        assert record.event == event.model_copy(update={"step": step, "attempt": attempt})
+        assert (record.envelope.step, record.envelope.attempt) == steps
+
+
 def test_step_bound_event_without_a_step_is_refused(writer: EventWriter):
     with pytest.raises(ValueError, match="needs a step"):
         writer.log(

@@ -21,7 +21,11 @@ class StepAttempt:
     attempt: int | None = None
 
 
-_CURRENT: ContextVar[StepAttempt] = ContextVar("ftaudit_step_attempt", default=StepAttempt())
+NO_CONTEXT = StepAttempt()
+"""The value outside any :func:`step_context` (one shared object, so a writer can buffer it
+per event without allocating)."""
+
+_CURRENT: ContextVar[StepAttempt] = ContextVar("ftaudit_step_attempt", default=NO_CONTEXT)
 
 
 def current() -> StepAttempt:

@@ -7,20 +7,22 @@ so a flush is atomic as a whole: a crash loses a whole unflushed tail, never par
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 from array import array
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_, itemgetter
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftaudit.eventlog.arrays import constant_strings, int64_numpy
 from ftaudit.eventlog.arrow_schema import to_arrow
 from ftaudit.eventlog.atomic import write_bytes_atomically
+from ftaudit.eventlog.context import StepAttempt
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, segment_mac
@@ -38,40 +40,32 @@ DIGEST_PLACEHOLDER = "0" * 64
 with its own digest value (and its MAC, when it has one) replaced by this (see
 :func:`file_digest`)."""
 
-NO_VALUE = -1
-"""Stands for None in the integer columns of a :class:`Batch` (steps are never negative)."""
-
 
 @dataclass
 class Batch:
-    """A writer's buffered events, as columns.
+    """A writer's buffered events, as parallel columns.
 
-    Parallel ``array('q')`` columns instead of a tuple per event: logging then creates no
-    object the garbage collector tracks, so a full buffer does not make every later
-    ``log`` call pay for collections that scan it.
+    ``log`` appends the event object itself, its time and the step context it was logged
+    in (:data:`~ftaudit.eventlog.context.NO_CONTEXT` when the event carries its own step
+    and attempt): objects that exist anyway and machine integers, so logging allocates
+    nothing the garbage collector tracks, and every conversion waits for the flush
+    (:func:`build_table`).
     """
 
     events: list[Event] = field(default_factory=list)
-    ts_us: array = field(default_factory=lambda: array("q"))
-    steps: array = field(default_factory=lambda: array("q"))
-    attempts: array = field(default_factory=lambda: array("q"))
+    ts_ns: array = field(default_factory=lambda: array("q"))
+    contexts: list[StepAttempt] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.events)
 
     def extend(self, other: Batch) -> None:
         self.events += other.events
-        self.ts_us += other.ts_us
-        self.steps += other.steps
-        self.attempts += other.attempts
+        self.ts_ns += other.ts_ns
+        self.contexts += other.contexts
 
     def drop_first(self, count: int) -> None:
-        del self.events[:count], self.ts_us[:count], self.steps[:count], self.attempts[:count]
-
-
-def _int_column(values: array, order: np.ndarray) -> pa.Array:
-    column = np.frombuffer(values, dtype=np.int64)[order]
-    return pa.array(column, pa.int64(), mask=column == NO_VALUE)
+        del self.events[:count], self.ts_ns[:count], self.contexts[:count]
 
 
 @dataclass(frozen=True)
@@ -201,51 +195,45 @@ def build_table(
     """Arrange a flush as one table: envelope columns, then the payload columns of each type.
 
     Rows are grouped by type (the ``seq`` column keeps the logging order), so each type's
-    payload is one dense block with nulls above and below it. With a ``key``, the records
-    of :data:`~ftaudit.eventlog.keys.MAC_RECORD_TYPES` get their MAC, and the footer a MAC
+    payload is one dense block with nulls above and below it. Each event's values are read
+    once from its attribute dict and handed to Arrow's converters column by column: no
+    ``model_dump``, no per-event Python code. With a ``key``, the records of
+    :data:`~ftaudit.eventlog.keys.MAC_RECORD_TYPES` get their MAC, and the footer a MAC
     placeholder that :func:`write_atomically` fills.
     """
     n = len(batch)
-    type_names = np.array(list(map(attrgetter("type"), batch.events)), dtype=object)
-    order = np.argsort(type_names, kind="stable")
-    names = type_names[order].tolist()
-    events_sorted = list(map(batch.events.__getitem__, order.tolist()))
+    names, order, ends = _group_by_type(batch.events)
+    rows = order.tolist()
+    events = list(map(batch.events.__getitem__, rows))
     if key is not None:
-        events_sorted = _with_record_macs(
-            events_sorted, order, key, run_id=run_id, writer=writer, first_seq=first_seq
+        events = _with_record_macs(
+            events, order, key, run_id=run_id, writer=writer, first_seq=first_seq
         )
+    values = list(map(vars, events))  # a pydantic model keeps its field values in __dict__
     columns: list[pa.Array] = [
-        pa.array(names, pa.string()),
-        pa.array(np.frombuffer(batch.ts_us, dtype=np.int64)[order]).cast(
+        _type_column(names, ends),
+        pa.array(np.frombuffer(batch.ts_ns, dtype=np.int64)[order] // 1000).cast(
             ENVELOPE_SCHEMA.field("ts").type
         ),
-        pa.repeat(pa.scalar(run_id, pa.string()), n),
+        constant_strings(run_id, n),
         pa.repeat(pa.scalar(incarnation, pa.int64()), n),
-        pa.repeat(pa.scalar(writer, pa.string()), n),
+        constant_strings(writer, n),
         pa.array(order.astype(np.int64) + first_seq),
-        _int_column(batch.steps, order),
-        _int_column(batch.attempts, order),
+        _envelope_int(values, batch.contexts, rows, "step"),
+        _envelope_int(values, batch.contexts, rows, "attempt"),
         *_source_columns(source, n),
     ]
     fields = list(ENVELOPE_SCHEMA)
-    types: list[str] = []
     start = 0
-    while start < n:
-        name = names[start]
-        end = bisect.bisect_right(names, name, lo=start)
+    for name, end in zip(names, ends, strict=True):
         event_type = registry[name]
-        events = events_sorted[start:end]
+        block = values[start:end]
         for (field_name, annotation), arrow_field in zip(
             event_type.fields, event_type.arrow_fields, strict=True
         ):
-            dense = to_arrow(list(map(attrgetter(field_name), events)), annotation)
-            columns.append(
-                pa.concat_arrays(
-                    [pa.nulls(start, dense.type), dense, pa.nulls(n - end, dense.type)]
-                )
-            )
+            dense = to_arrow(list(map(itemgetter(field_name), block)), annotation)
+            columns.append(_padded(dense, start, n))
             fields.append(arrow_field)
-        types.append(name)
         start = end
     meta = SegmentMeta(
         schema_version=SCHEMA_VERSION,
@@ -254,13 +242,60 @@ def build_table(
         incarnation=incarnation,
         first_seq=first_seq,
         last_seq=first_seq + n - 1,
-        types=tuple(types),
+        types=tuple(names),
         prev_digest=prev_digest,
         dropped=dropped,
         mac=DIGEST_PLACEHOLDER if key is not None else "",
     )
     schema = pa.schema(fields, metadata=meta.to_metadata())
     return pa.Table.from_arrays(columns, schema=schema), meta
+
+
+def _group_by_type(events: list[Event]) -> tuple[list[str], np.ndarray, list[int]]:
+    """The batch's type names in sorted order, the row order that groups the rows by type
+    (stable: logging order within a type) and where each type's rows end."""
+    classes = list(map(type, events))
+    name_of = {cls: cls.model_fields["type"].default for cls in set(classes)}
+    names = sorted(set(name_of.values()))
+    rank = {name: i for i, name in enumerate(names)}
+    code_of = {cls: rank[name] for cls, name in name_of.items()}
+    # int16 codes: numpy sorts them stably by radix, in linear time
+    codes = np.fromiter(map(code_of.__getitem__, classes), dtype=np.int16, count=len(classes))
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(np.bincount(codes, minlength=len(names))).tolist()
+    return names, order, ends
+
+
+def _type_column(names: list[str], ends: list[int]) -> pa.Array:
+    sizes = np.diff(ends, prepend=0).tolist()
+    return pa.concat_arrays(list(map(constant_strings, names, sizes)))
+
+
+def _envelope_int(
+    values: list[dict], contexts: list[StepAttempt], rows: list[int], name: str
+) -> pa.Array:
+    """The events' own ``step`` (or ``attempt``), else that of the step context each was
+    logged in (``contexts`` in logging order, ``rows`` the table's); NULL when neither has
+    one."""
+    own = list(map(itemgetter(name), values))
+    column = pa.array(own, pa.int64())
+    if not column.null_count:
+        return column
+    inherited = list(map(attrgetter(name), map(contexts.__getitem__, rows)))
+    unset = np.fromiter(map(is_, own, repeat(None)), dtype=np.bool_, count=len(own))
+    none = np.fromiter(map(is_, inherited, repeat(None)), dtype=np.bool_, count=len(own))
+    merged = np.where(
+        unset, int64_numpy(pa.array(inherited, pa.int64()), null=0), int64_numpy(column, null=0)
+    )
+    return pa.array(merged, pa.int64(), mask=unset & none)
+
+
+def _padded(dense: pa.Array, start: int, n: int) -> pa.Array:
+    """``dense`` at rows ``start ..`` of an ``n``-row column, NULL elsewhere."""
+    after = n - start - len(dense)
+    if start == 0 and after == 0:
+        return dense
+    return pa.concat_arrays([pa.nulls(start, dense.type), dense, pa.nulls(after, dense.type)])
 
 
 def _with_record_macs(
@@ -334,6 +369,7 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | 
         table,
         sink,
         compression="zstd",
+        use_dictionary=False,  # zstd finds the repeats anyway: a smaller file, 20% less CPU
         write_page_checksum=True,
         write_statistics=["seq", "step", "attempt", "type"],
     )

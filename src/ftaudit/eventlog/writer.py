@@ -19,23 +19,19 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import time_ns
 
 import pyarrow as pa
 
 from ftaudit.errors import UsageError, WriterError
-from ftaudit.eventlog.context import current
+from ftaudit.eventlog.context import NO_CONTEXT, current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import segment_path
-from ftaudit.eventlog.segment import (
-    NO_VALUE,
-    Batch,
-    build_table,
-    write_atomically,
-)
+from ftaudit.eventlog.segment import Batch, build_table, write_atomically
 
 log = logging.getLogger("ftaudit.eventlog")
 
@@ -105,13 +101,13 @@ class EventWriter:
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
         self._buffer = Batch()
         self._buffer_first_seq = 0
+        self._flush_at = self.options.flush_rows - 1  # the seq that fills the buffer
         self._next_seq = 0
         self._durable_seq = -1
         self._head: tuple[int, str] = (-1, "")  # (last durable seq, digest of its segment)
         self._dropped_pending = 0  # dropped since the last sealed segment, told in the next
         self._failing = False  # the last write failed (told once it works again)
         self._error: WriterError | None = None  # fail-closed: a background failure for log()
-        self._oldest_ns: int | None = None
         self._closed = False
         self._warned = False
         self._reported = False  # lost events were reported (stderr, last-chance record)
@@ -142,17 +138,20 @@ class EventWriter:
         """Buffer ``event`` and return its sequence number. Never blocks on I/O.
 
         This is on the training loop's path, so it does the least it can: no validation
-        beyond a per-class check done once, no serialisation, one uncontended lock.
+        beyond a per-class check done once, no serialisation, no allocation, one
+        uncontended lock. The step context is read only when the event lacks a step or an
+        attempt; the flush resolves which of the two each column takes.
         """
         needs_step = self._known.get(type(event))
         if needs_step is None:
             needs_step = self._learn(type(event))
-        step, attempt = event.step, event.attempt
-        if step is None or attempt is None:
-            ctx = current()
-            step = ctx.step if step is None else step
-            attempt = ctx.attempt if attempt is None else attempt
-            if needs_step and (step is None or attempt is None):
+        context = NO_CONTEXT
+        if event.step is None or event.attempt is None:
+            context = current()
+            if needs_step and (
+                (event.step is None and context.step is None)
+                or (event.attempt is None and context.attempt is None)
+            ):
                 raise UsageError(
                     f"{event.type} needs a step and an attempt: set them on the event "
                     "or log it inside ftaudit.step_context(step, attempt)"
@@ -162,19 +161,19 @@ class EventWriter:
             return -1
         if self._error is not None:
             self._raise_pending()
-        now = time.time_ns()
-        with self._lock:
+        now = time_ns()
+        lock = self._lock
+        lock.acquire()  # not `with`: its two method lookups are a fifth of this call
+        try:
             seq = self._next_seq
             self._next_seq = seq + 1
             buffer = self._buffer
             buffer.events.append(event)
-            buffer.ts_us.append(now // 1000)
-            buffer.steps.append(NO_VALUE if step is None else step)
-            buffer.attempts.append(NO_VALUE if attempt is None else attempt)
-            if self._oldest_ns is None:
-                self._oldest_ns = now
-            full = len(buffer.events) >= self.options.flush_rows
-        if full:
+            buffer.ts_ns.append(now)
+            buffer.contexts.append(context)
+        finally:
+            lock.release()
+        if seq >= self._flush_at:
             self._wake.set()
         return seq
 
@@ -191,7 +190,7 @@ class EventWriter:
             with self._lock:
                 batch, first = self._buffer, self._buffer_first_seq
                 self._buffer, self._buffer_first_seq = Batch(), self._next_seq
-                self._oldest_ns = None
+                self._flush_at = self._next_seq + self.options.flush_rows - 1
             if batch:
                 self._write(batch, first)
         return self._durable_seq
@@ -317,6 +316,7 @@ class EventWriter:
                 self.stats.events_dropped += overflow
                 self._dropped_pending += overflow
             self._buffer, self._buffer_first_seq = batch, first
+            self._flush_at = first + self.options.flush_rows - 1
 
     def _drop(self, count: int, why: str) -> None:
         self.stats.events_dropped += count
@@ -331,9 +331,11 @@ class EventWriter:
             self._wake.clear()
             if self._closed:
                 return
-            oldest = self._oldest_ns
-            due = oldest is not None and time.time_ns() - oldest >= interval * 1e9
-            if due or len(self._buffer) >= self.options.flush_rows:
+            with self._lock:
+                stamps = self._buffer.ts_ns
+                due = bool(stamps) and time_ns() - stamps[0] >= interval * 1e9
+                full = len(stamps) >= self.options.flush_rows
+            if due or full:
                 try:
                     self.flush()
                 except WriterError as exc:
