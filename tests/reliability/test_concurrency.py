@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ftaudit.eventlog import RunLog, scan_run
+from ftaudit.eventlog import RunLog, list_segments, scan_run
 from ftaudit.verifier import verify
 from tests.reliability.concurrency_child import train
 
@@ -53,16 +53,17 @@ def _check(run_dir: Path, processes: int, events: int) -> None:
 
 
 def _delete_one_segment_and_expect_its_hole(run_dir: Path) -> None:
-    """A middle segment (the last one's loss only a checkpoint could reveal)."""
-    trainers = [p for p in (run_dir / "events").iterdir() if p.name.startswith("trainer")]
-    trainer = max(trainers, key=lambda p: len(list(p.glob("*.parquet"))))
-    segments = sorted(trainer.glob("*.parquet"))
+    """A middle flush as listed (the last one's loss only a checkpoint could reveal; a
+    merged segment of the writer's last roll would leave its originals to read)."""
+    writers = list_segments(run_dir).writers
+    trainer = max((w for w in writers if w.startswith("trainer")), key=lambda w: len(writers[w]))
+    segments = [f for f in writers[trainer] if f.last_seq is None]
     assert len(segments) >= 3
     victim = segments[len(segments) // 2]
-    victim.unlink()
+    victim.path.unlink()
     (result,) = verify(run_dir, select=["FT001"]).results
     (hole,) = result.violations
-    assert hole.message.startswith(f"hole in writer {trainer.name}: events {int(victim.stem)}..")
+    assert hole.message.startswith(f"hole in writer {trainer}: events {victim.first_seq}..")
 
 
 def test_four_processes_ten_thousand_events(tmp_path: Path) -> None:

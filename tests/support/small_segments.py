@@ -10,9 +10,13 @@ from ftaudit.eventlog.reader import read_records
 from tests.support.cli import Invoke
 
 
-def write_small_segments(run_dir: Path, *, steps: int = 12, key: bytes | None = None) -> Path:
-    """A trainer and a driver flushing after every step, a checkpoint every third step."""
-    run = RunLog.start(run_dir, buffer_size=8, options=WriterOptions(fsync=False, mac_key=key))
+def write_small_segments(
+    run_dir: Path, *, steps: int = 12, key: bytes | None = None, roll: int = 0
+) -> Path:
+    """A trainer and a driver flushing after every step, a checkpoint every third step;
+    writers roll every ``roll`` segments (0: never)."""
+    options = WriterOptions(fsync=False, mac_key=key, roll_segments=roll)
+    run = RunLog.start(run_dir, buffer_size=8, options=options)
     trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
     for step in range(steps):
         with step_context(step, 0):

@@ -50,6 +50,14 @@ def synth(
     flush_every: Annotated[
         int, typer.Option(min=1, help="Every writer seals a segment after this many steps.")
     ] = 50,
+    roll_segments: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Writers roll this many small segments into one (0: never; default: the "
+            "writer's, WriterOptions.roll_segments).",
+        ),
+    ] = None,
     fsync: Annotated[
         bool, typer.Option("--fsync/--no-fsync", help="Fsync every segment (slower).")
     ] = False,
@@ -95,6 +103,7 @@ def synth(
         seed=seed,
         checkpoint_every=checkpoint_every,
         flush_every=flush_every,
+        **({} if roll_segments is None else {"roll_segments": roll_segments}),
         fsync=fsync,
         fingerprints=fingerprints,
         dataset_size=dataset_size,

@@ -1,22 +1,21 @@
 """Compaction: a writer's many small segments merged into few large ones, crash-safe.
 
 The hooks flush every step per writer, so long runs hold many small segments and the
-verifier pays per file. :func:`compact_run` merges each writer's consecutive segments
-into segments of up to ``target_rows`` events. A compacted segment is an ordinary sealed
-segment (its own digest, and MAC when the run is keyed) whose footer also lists, as
-``ftaudit.parts``, every original it holds with the evidence the verifier needs: its
-sequence range, digest, chain link and MAC. The chain, the heads that checkpoints,
-``run_finished`` and seals name, and the MACs are all still checked against them.
+verifier pays per file (writers roll theirs as they go, :mod:`ftaudit.eventlog.roll`;
+what a crash or a clean close left unrolled is still small). :func:`compact_run` merges
+each writer's consecutive segments into merged segments of up to ``target_rows`` events
+(:mod:`ftaudit.eventlog.merge`: the footer keeps every original's range, digest, chain
+link and MAC, which the verifier checks).
 
 Before merging, every original is checked (digest, chain link, MAC with the key): a
 damaged or forged log is refused, never laundered into a fresh digest. A keyed run
 needs its key (the compacted segment gets a MAC of its own).
 
-Crash safety: the merged segment is written and fsynced in ``RUN_DIR/compacting/``,
-then renamed over the group's first original (atomic), then the other originals are
-removed. A kill in between leaves originals that the compacted segment holds (same
-range, same digest): readers skip them (``reader.superseded``) and the next compaction
-removes them. At every point each event is read exactly once.
+Crash safety: the merged segment is synced in ``RUN_DIR/compacting/``, renamed into the
+writer's folder under its range name (atomic), then the originals are removed. A kill in
+between leaves originals that the merged segment holds: the listing skips them
+(``rundir.covered``) and the next compaction removes them. At every point each event is
+read exactly once.
 """
 
 from __future__ import annotations
@@ -33,15 +32,10 @@ import pyarrow.parquet as pq
 from ftaudit.errors import CompactError
 from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.keys import same, segment_mac
+from ftaudit.eventlog.merge import Original, merged, write_merged
 from ftaudit.eventlog.reader import UNREADABLE, SegmentInfo, check_segment, superseded
-from ftaudit.eventlog.rundir import COMPACTING_DIR, list_segments, segment_path
-from ftaudit.eventlog.segment import (
-    DIGEST_PLACEHOLDER,
-    Part,
-    SegmentMeta,
-    file_digest,
-    write_atomically,
-)
+from ftaudit.eventlog.rundir import COMPACTING_DIR, list_segments
+from ftaudit.eventlog.segment import file_digest
 
 DEFAULT_TARGET_ROWS = 100_000
 """Events per compacted segment (a group never spans a sequence gap or dropped events)."""
@@ -76,7 +70,9 @@ def compact_run(
     listing = list_segments(run_dir)
     root = listing.run_dir
     infos = [check_segment(f) for f in listing.files]
-    leftovers = superseded(tuple(infos))
+    # held by a merged segment: by its range name, or (a compaction of an older ftaudit,
+    # which renamed over the first original) by range and digest
+    leftovers = set(listing.covered) | superseded(tuple(infos))
     for path in sorted(leftovers):
         path.unlink()
     for folder in {p.parent for p in leftovers}:
@@ -94,7 +90,7 @@ def compact_run(
     for info in infos:
         by_writer.setdefault(info.meta.writer, []).append(info)
     groups = after = 0
-    for writer, segments in sorted(by_writer.items()):
+    for _, segments in sorted(by_writer.items()):
         if not all(s.meta.digest for s in segments):
             after += len(segments)  # written before the chain: no evidence to keep, left as is
             continue
@@ -102,7 +98,7 @@ def compact_run(
             if len(group) > 1:
                 originals = [_checked(info, key if keyed else None) for info in group]
                 _check_links(originals)
-                _merge(root, writer, originals, key if keyed else None, staging)
+                _merge(root, originals, key if keyed else None)
                 groups += 1
             after += 1
     shutil.rmtree(staging, ignore_errors=True)
@@ -161,43 +157,19 @@ def _check_links(originals: list[_Original]) -> None:
             )
 
 
-def _parts(info: SegmentInfo) -> tuple[Part, ...]:
-    m = info.meta
-    return m.parts or (Part(m.first_seq, m.last_seq, m.digest, m.prev_digest, m.mac),)
-
-
-def _merge(
-    root: Path, writer: str, originals: list[_Original], key: bytes | None, staging: Path
-) -> None:
-    first, last = originals[0].info.meta, originals[-1].info.meta
+def _merge(root: Path, originals: list[_Original], key: bytes | None) -> None:
     try:
         tables = [pq.read_table(pa.BufferReader(o.data)) for o in originals]
     except UNREADABLE as exc:
         raise CompactError(f"{originals[0].info.path.parent}: unreadable ({exc})") from None
-    table = pa.concat_tables(
-        [t.replace_schema_metadata(None) for t in tables], promote_options="default"
+    table, meta = merged(
+        [Original(t, o.info.meta) for t, o in zip(tables, originals, strict=True)],
+        keyed=key is not None,
     )
-    meta = SegmentMeta(
-        schema_version=max(o.info.meta.schema_version for o in originals),
-        run_id=first.run_id,
-        writer=writer,
-        incarnation=first.incarnation,
-        first_seq=first.first_seq,
-        last_seq=last.last_seq,
-        types=tuple(sorted({t for o in originals for t in o.info.meta.types})),
-        prev_digest=first.prev_digest,
-        dropped=first.dropped,
-        mac=DIGEST_PLACEHOLDER if key is not None else "",
-        parts=tuple(p for o in originals for p in _parts(o.info)),
-    )
-    staged = staging / writer / originals[0].info.path.name
-    write_atomically(table.replace_schema_metadata(meta.to_metadata()), staged, fsync=True, key=key)
-    target = segment_path(root, writer, first.first_seq)
-    os.replace(staged, target)  # the commit: the first original is now the merged segment
-    fsync_dir(target.parent)
-    for o in originals[1:]:  # held by the merged segment: readers skip them until gone
+    write_merged(root, table, meta, key=key, fsync=True)
+    for o in originals:  # held by the merged segment: the listing skips them until gone
         o.info.path.unlink()
-    fsync_dir(target.parent)
+    fsync_dir(originals[0].info.path.parent)
 
 
 __all__ = ["DEFAULT_TARGET_ROWS", "CompactStats", "compact_run"]

@@ -74,8 +74,14 @@ def check_segment(
         raise CorruptSegmentError(
             path, f"written with schema version {meta.schema_version}, newer than {SCHEMA_VERSION}"
         )
-    if meta.writer != writer_dir or meta.first_seq != file.first_seq:
+    if (
+        meta.writer != writer_dir
+        or meta.first_seq != file.first_seq
+        or file.last_seq not in (None, meta.last_seq)
+    ):
         raise CorruptSegmentError(path, f"name does not match its footer (writer {meta.writer})")
+    if file.last_seq is not None and not meta.parts:
+        raise CorruptSegmentError(path, "named as a merged segment, but its footer lists no parts")
     if meta.parts and not _parts_cover(meta):
         raise CorruptSegmentError(path, "compacted parts do not cover its sequence range")
     if md.num_rows != meta.last_seq - meta.first_seq + 1:

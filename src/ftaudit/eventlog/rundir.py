@@ -4,10 +4,12 @@ Layout (see ``eventlog/README.md``)::
 
     RUN_DIR/run.json                                   the run id
     RUN_DIR/incarnations/<k, 6 digits>/                one per started incarnation
-    RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet
+    RUN_DIR/events/<writer id>/<first seq, 12 digits>.parquet     one flush
+    RUN_DIR/events/<writer id>/<first seq>-<last seq>.parquet      merged flushes (rolled
+                                                                    or compacted)
     RUN_DIR/events/<writer id>/.<...>.tmp              a flush a crash cut short
     RUN_DIR/manifests/<digest>.parquet                 dataset manifests (FT008)
-    RUN_DIR/compacting/                                ``ftaudit compact``'s staging folder
+    RUN_DIR/compacting/                                where merged segments are staged
 
 Every reader (the full scan, the incremental window, the resume index) lists a run's
 segments through :func:`list_segments`, which returns explicit paths: a user's run
@@ -17,6 +19,8 @@ This module imports nothing beyond the standard library, so a writer process sta
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import os
 import re
@@ -37,11 +41,14 @@ INCARNATIONS_DIR = "incarnations"
 MANIFESTS_DIR = "manifests"
 """The folder of the dataset manifests a run declared (``ftaudit.dataset``), by digest."""
 COMPACTING_DIR = "compacting"
-"""Where ``ftaudit compact`` builds a merged segment before moving it into ``events/``."""
+"""Where a merged segment (a writer's roll, ``ftaudit compact``) is built before it is moved
+into ``events/``: a merge cut short leaves no temp file that would read as a torn flush."""
 SEGMENT_SUFFIX = ".parquet"
 TEMP_PREFIX = "."
 """A flush writes ``.<name>.<pid>.tmp`` first and renames it: a dot file is a torn flush."""
 SEQ_DIGITS = 12
+RANGE_SEP = "-"
+"""Separates the first and last sequence numbers in a merged segment's name."""
 
 
 def events_dir(run_dir: str | os.PathLike[str]) -> Path:
@@ -53,9 +60,15 @@ def writer_dir(run_dir: str | os.PathLike[str], writer: str) -> Path:
     return events_dir(run_dir) / writer
 
 
-def segment_path(run_dir: str | os.PathLike[str], writer: str, first_seq: int) -> Path:
-    """Where the segment of ``writer`` starting at ``first_seq`` lives."""
-    return writer_dir(run_dir, writer) / f"{first_seq:0{SEQ_DIGITS}d}{SEGMENT_SUFFIX}"
+def segment_path(
+    run_dir: str | os.PathLike[str], writer: str, first_seq: int, last_seq: int | None = None
+) -> Path:
+    """Where the segment of ``writer`` starting at ``first_seq`` lives; a merged segment
+    (``last_seq`` given) is named by its whole range, so it never takes a flush's name."""
+    name = f"{first_seq:0{SEQ_DIGITS}d}"
+    if last_seq is not None:
+        name += f"{RANGE_SEP}{last_seq:0{SEQ_DIGITS}d}"
+    return writer_dir(run_dir, writer) / f"{name}{SEGMENT_SUFFIX}"
 
 
 def manifest_path(run_dir: str | os.PathLike[str], digest: str) -> Path:
@@ -83,6 +96,8 @@ class SegmentFile:
     path: Path
     writer: str
     first_seq: int
+    last_seq: int | None = None
+    """A merged segment's last sequence number (from its name); None for one flush's."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +106,13 @@ class SegmentListing:
 
     run_dir: Path
     writers: Mapping[str, tuple[SegmentFile, ...]]
-    """Writer id -> its segments ordered by first sequence number (writers in name order)."""
+    """Writer id -> its segments ordered by first sequence number (writers in name order),
+    without the segments a merged segment holds (see :func:`covered`)."""
     torn: tuple[Path, ...]
+    covered: tuple[Path, ...] = ()
+    """Segments a merged segment of their writer holds: left by a merge that has not removed
+    them yet (a writer removes a roll's originals one roll later; a compaction or a writer
+    cut short leaves some). Readers skip them; ``ftaudit compact`` removes them."""
 
     @property
     def files(self) -> tuple[SegmentFile, ...]:
@@ -103,9 +123,44 @@ class SegmentListing:
         return sum(len(f) for f in self.writers.values())
 
 
-def _first_seq(name: str) -> int | None:
-    stem = name[: -len(SEGMENT_SUFFIX)]
-    return int(stem) if len(stem) == SEQ_DIGITS and stem.isdigit() and stem.isascii() else None
+def _seq(text: str) -> int | None:
+    return int(text) if len(text) == SEQ_DIGITS and text.isdigit() and text.isascii() else None
+
+
+def segment_range(name: str) -> tuple[int, int | None] | None:
+    """``(first seq, last seq or None)`` from a segment's file name; None when it is not one."""
+    first, sep, last = name[: -len(SEGMENT_SUFFIX)].partition(RANGE_SEP)
+    start, end = _seq(first), _seq(last) if sep else None
+    if start is None or (sep and (end is None or end < start)):
+        return None
+    return start, end
+
+
+def covered(files: list[SegmentFile]) -> set[Path]:
+    """The segments of one writer that a merged segment of it holds.
+
+    A merged segment ``a-b`` holds every segment whose range lies inside ``[a, b]``
+    (another merged one too: a compaction of rolled segments, cut short). Its footer
+    lists the originals' digests, so the verifier still checks the chain they formed;
+    the leftovers themselves are redundant copies and are never read.
+    """
+    merged = sorted((f.first_seq, f.last_seq) for f in files if f.last_seq is not None)
+    if not merged:
+        return set()
+    starts = [a for a, _ in merged]
+    reach = list(itertools.accumulate((b for _, b in merged), max))  # farthest end so far
+    out = set()
+    for f in files:
+        if f.last_seq is None:  # one flush: held when a merged range reaches it
+            i = bisect.bisect_right(starts, f.first_seq) - 1
+            if i >= 0 and reach[i] >= f.first_seq:
+                out.add(f.path)
+        elif any(
+            a <= f.first_seq and f.last_seq <= b and (a, b) != (f.first_seq, f.last_seq)
+            for a, b in merged  # merged segments are few: one per roll
+        ):
+            out.add(f.path)
+    return out
 
 
 def _entry_kind(path: Path) -> int:
@@ -141,6 +196,7 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
         raise UnusableInputError(f"{root}: not a run directory (no {EVENTS_DIR}/ folder)")
     writers: dict[str, tuple[SegmentFile, ...]] = {}
     torn: list[Path] = []
+    held: set[Path] = set()
     for folder in sorted(events.iterdir()):
         if _entry_kind(folder) != stat.S_IFDIR:
             raise UnusableInputError(f"{folder}: unexpected entry in {EVENTS_DIR}/")
@@ -157,19 +213,22 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
                     raise CorruptSegmentError(path, reason)
                 if kind != stat.S_IFREG:
                     raise CorruptSegmentError(path, "is not a regular file")
-                first_seq = _first_seq(path.name)
-                if first_seq is None:
-                    reason = f"name is not a {SEQ_DIGITS}-digit sequence number"
+                seqs = segment_range(path.name)
+                if seqs is None:
+                    reason = f"name is not a {SEQ_DIGITS}-digit sequence number (or a range of two)"
                     raise CorruptSegmentError(path, reason)
-                files.append(SegmentFile(path, folder.name, first_seq))
+                files.append(SegmentFile(path, folder.name, *seqs))
             else:
                 raise UnusableInputError(f"{path}: unexpected file in a writer folder")
+        skip = covered(files)
+        held |= skip
+        files = [f for f in files if f.path not in skip]
         if files:
             files.sort(key=lambda f: f.first_seq)
             writers[folder.name] = tuple(files)
     if not writers and not allow_empty:
         raise UnusableInputError(f"{root}: the run has no event segments")
-    return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)))
+    return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)), tuple(sorted(held)))
 
 
 RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")

@@ -30,6 +30,7 @@ from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chanc
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.roll import Roller
 from ftaudit.eventlog.rundir import segment_path
 from ftaudit.eventlog.segment import Batch, build_table, write_atomically
 
@@ -41,6 +42,8 @@ class WriterStats:
     """Counters a trainer can export; write errors are also visible to the verifier as gaps."""
 
     segments_written: int = 0
+    rolls: int = 0
+    """Merged segments the writer sealed from its small ones (see ``roll_segments``)."""
     write_errors: int = 0
     events_dropped: int = 0
     flush_seconds: float = 0.0
@@ -50,6 +53,11 @@ class WriterStats:
 class WriterOptions:
     flush_rows: int = 8192
     """Flush in the background once this many events are buffered."""
+    roll_segments: int = 256
+    """Seal this many consecutive small segments again as one (or fewer holding
+    ``flush_rows`` events), from memory, keeping each one's digest, chain link and MAC in
+    the merged footer; 0: never. A writer flushed every step would otherwise leave one
+    file per step, and the verifier pays per file (see :mod:`ftaudit.eventlog.roll`)."""
     flush_interval_s: float = 2.0
     """Flush in the background when the oldest buffered event is this old."""
     fsync: bool = True
@@ -95,6 +103,17 @@ class EventWriter:
         self.writer_id = new_writer_id(source, incarnation)
         self._key = self.options.mac_key if self.options.mac_key is not None else load_key()
         self.stats = WriterStats()
+        self._roller = (
+            Roller(
+                self.run_dir,
+                segments=self.options.roll_segments,
+                rows=self.options.flush_rows,
+                key=self._key,
+                fsync=self.options.fsync,
+            )
+            if self.options.roll_segments > 1
+            else None
+        )
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
         self._lock = threading.Lock()  # guards the buffer and sequence counter
@@ -265,12 +284,8 @@ class EventWriter:
                 dropped=self._dropped_pending,
                 key=self._key,
             )
-            digest = write_atomically(
-                table,
-                segment_path(self.run_dir, self.writer_id, first),
-                fsync=self.options.fsync,
-                key=self._key,
-            )
+            path = segment_path(self.run_dir, self.writer_id, first)
+            digest = write_atomically(table, path, fsync=self.options.fsync, key=self._key)
         except Exception as exc:
             self.stats.write_errors += 1
             self._failing = True
@@ -304,6 +319,9 @@ class EventWriter:
         self._head = (meta.last_seq, digest)
         self._durable_seq = meta.last_seq
         self.stats.segments_written += 1
+        if self._roller is not None:  # after the flush is durable: a roll only merges copies
+            self._roller.sealed(table, meta, digest, path)
+            self.stats.rolls = self._roller.rolls
         self.stats.flush_seconds += time.perf_counter() - started
 
     def _requeue(self, batch: Batch, first: int) -> None:

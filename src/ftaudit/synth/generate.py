@@ -55,7 +55,7 @@ from ftaudit.eventlog import (
     WriterOptions,
 )
 from ftaudit.eventlog.ring import max_ids_per_step
-from ftaudit.eventlog.rundir import is_run, segment_path
+from ftaudit.eventlog.rundir import SEGMENT_SUFFIX, is_run, segment_path, segment_range
 from ftaudit.synth.bugs import SynthBug, get_bug
 from ftaudit.synth.dataset import SynthDataset
 from ftaudit.synth.ring import AllocationArcs, RunRing
@@ -91,6 +91,8 @@ class SynthConfig:
     """Steps between checkpoints; default ``max(1, steps // 10)``."""
     flush_every: int = 50
     """Every writer flushes a segment after this many steps (and at each checkpoint)."""
+    roll_segments: int = WriterOptions.roll_segments
+    """Every writer rolls this many small segments into one (0: never; see WriterOptions)."""
     instances: tuple[str, ...] = INSTANCES
     fsync: bool = False
     bug_step: int | None = None
@@ -566,6 +568,17 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def _lose(flush: Path) -> None:
+    """Remove the segment a flush sealed at ``flush`` and any merged segment that rolled it
+    (while a roll's originals are still there, removing the merged one alone loses nothing)."""
+    first = int(flush.stem)
+    for path in flush.parent.iterdir():
+        seqs = segment_range(path.name) if path.name.endswith(SEGMENT_SUFFIX) else None
+        held = seqs is not None and seqs[1] is not None and seqs[0] <= first <= seqs[1]
+        if path == flush or held:
+            path.unlink()
+
+
 def synthesize(
     run_dir: str | os.PathLike[str],
     config: SynthConfig,
@@ -589,7 +602,9 @@ def synthesize(
         root,
         the_plan,
         bug,
-        WriterOptions(fsync=config.fsync, flush_interval_s=3600.0),
+        WriterOptions(
+            fsync=config.fsync, flush_interval_s=3600.0, roll_segments=config.roll_segments
+        ),
         dataset=SynthDataset(config.items, config.seed) if config.fingerprints else None,
     )
     crashes = dict(the_plan.crashes)
@@ -633,7 +648,7 @@ def synthesize(
     inc.log.finish(RunStatus.COMPLETED)
     gen.events += 1
     if gen.lost_segment is not None:
-        gen.lost_segment.unlink()
+        _lose(gen.lost_segment)
     return SynthResult(
         run_dir=root,
         config=config,
