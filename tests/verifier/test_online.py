@@ -147,10 +147,11 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(tmp_path: Path) 
     opened = 0
     for since in [4, 10, 16, 9, 21]:
         scan, window = select(run_dir, since, cache=cache)
-        if moved is None or not moved.move(scan, head_only=window.head_only):
-            moved = Session.open(run_dir, scan=scan, head_only=window.head_only)
+        parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+        if moved is None or not moved.move(scan, **parts):
+            moved = Session.open(run_dir, scan=scan, **parts)
             opened += 1
-        with Session.open(run_dir, scan=scan, head_only=window.head_only) as fresh:
+        with Session.open(run_dir, scan=scan, **parts) as fresh:
             assert _loaded(moved) == _loaded(fresh), since
             got = check_session(moved, rules, window, None, (), NO_ANCHORS)
             want = check_session(fresh, rules, window, None, (), NO_ANCHORS)

@@ -80,7 +80,9 @@ def verify(
     scope: IncrementalScope | None = None
     if since_step is not None and since_step > 0:
         scan, scope = select_scope(run_dir, since_step)
-        opened = Session.open(run_dir, scan=scan, head_only=scope.head_only)
+        opened = Session.open(
+            run_dir, scan=scan, head_only=scope.head_only, witness_only=scope.witness_only
+        )
         if progress:
             progress(
                 f"incremental from step {since_step}: {len(scan.segments)} of "

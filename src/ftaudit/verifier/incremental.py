@@ -40,6 +40,14 @@ from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.verifier.ring import keep_size
 
+WITNESS_WINDOW = ("sample_advantage_summary", "witness_snapshot")
+"""What the witness rule needs from a trainer's steps before ``since - 1``: the excused
+samples of the allocations still in the active window, and the instances each cell
+snapshotted (an instance a resumed incarnation has and the one it resumed from had not
+starts from zero rows). The drivers' allocations are read whole; every other row of a
+trainer matters from the step before ``since`` on (the checkpoint a resumed incarnation
+loaded, the counters a step grew from)."""
+
 _ALLOC = default_registry["witness_allocated"]
 _START = default_registry["run_started"]
 _COUNTER = _ALLOC.column("counter_after")
@@ -63,6 +71,9 @@ class IncrementalScope:
     """Segments read only for their ``run_started`` row (paths)."""
     total_segments: int
     """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
+    witness_only: frozenset[str] = frozenset()
+    """Segments of writers other than the drivers, from before ``since - 1``, read only for
+    what the witness window needs of them (:data:`WITNESS_WINDOW`; paths)."""
 
     def complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded."""
@@ -256,8 +267,10 @@ def select(
     writers = {w: [_File(f, cache) for f in files] for w, files in listing.writers.items()}
     drivers = {w: f for w, f in writers.items() if w.startswith("driver.")}
     lookback = _lookback(drivers, since)
+    recent = max(since - 1, lookback)
     chosen: list[SegmentInfo] = []
     heads: set[str] = set()
+    witness: set[str] = set()
     first_seq: dict[str, int] = {}
     last_seq: dict[str, int] = {}
     for writer, files in writers.items():
@@ -269,10 +282,14 @@ def select(
             heads.add(str(files[0].path))
         if i < len(files):
             first_seq[writer] = files[i].first_seq
+        if writer not in drivers:
+            witness.update(str(f.path) for f in files[i : _suffix(files, recent)])
         chosen += [cache.info(f.listed) for f in files[i:]]
     skip = superseded(tuple(chosen))  # a compaction cut short: read its events once
     chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
-    window = IncrementalScope(since, lookback, first_seq, last_seq, frozenset(heads), total)
+    window = IncrementalScope(
+        since, lookback, first_seq, last_seq, frozenset(heads), total, frozenset(witness)
+    )
     return RunScan(listing.run_dir, tuple(chosen), listing.torn), window

@@ -212,18 +212,21 @@ class OnlineVerifier:
         live = SegmentListing(listing.run_dir, listing.writers, ())
         window: IncrementalScope | None = None
         heads: frozenset[str] = frozenset()
+        witness: frozenset[str] = frozenset()
         if start <= 0:  # nothing judged yet: every segment is needed
             infos = tuple(self._cache.info(f) for f in live.files)
             skip = superseded(infos)  # a compaction cut short: read its events once
             scan = RunScan(live.run_dir, tuple(i for i in infos if i.path not in skip), ())
         else:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
-            heads = window.head_only
-        session, read = self._window(scan, heads)
+            heads, witness = window.head_only, window.witness_only
+        session, read = self._window(scan, heads, witness)
         report = check_session(session, rules, window, None, self.data_manifests, NO_ANCHORS)
         return report, read
 
-    def _window(self, scan: RunScan, heads: frozenset[str]) -> tuple[Session, int]:
+    def _window(
+        self, scan: RunScan, heads: frozenset[str], witness: frozenset[str]
+    ) -> tuple[Session, int]:
         """The session holding ``scan``'s rows, and how many segments this poll read.
 
         The session of the previous poll is moved along (the segments that left the
@@ -235,13 +238,13 @@ class OnlineVerifier:
             loaded = {i.path for i in old.scan.segments}
             read = sum(1 for i in scan.segments if i.path not in loaded)
             try:
-                if old.move(scan, head_only=heads):
+                if old.move(scan, head_only=heads, witness_only=witness):
                     return old, read
             except BaseException:
                 self.close()  # half moved: the next poll opens a new session
                 raise
             self.close()
-        self._session = Session.open(self.run_dir, scan=scan, head_only=heads)
+        self._session = Session.open(self.run_dir, scan=scan, head_only=heads, witness_only=witness)
         return self._session, len(scan.segments)
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
+from ftaudit.verifier.incremental import WITNESS_WINDOW
 from ftaudit.verifier.validation import check_rows
 from ftaudit.verifier.views import create_history_views
 
@@ -64,8 +65,8 @@ class Session:
     """The loaded table's columns: what segments added later (:meth:`move`) may hold."""
     registry: EventRegistry = default_registry
     timings: list[QueryTiming] = field(default_factory=list)
-    _heads: set[str] = field(default_factory=set)
-    """Segments of which only the ``run_started`` rows are loaded (paths)."""
+    _partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Segments of which only some event types are loaded: path -> those types."""
 
     @classmethod
     def open(
@@ -75,18 +76,21 @@ class Session:
         registry: EventRegistry = default_registry,
         scan: RunScan | None = None,
         head_only: Collection[str] = (),
+        witness_only: Collection[str] = (),
     ) -> Session:
         """Scan and check the run, then load its segments; raises ``UnusableInputError``.
 
-        An incremental verification passes the ``scan`` of the segments it needs, and
-        the ``head_only`` segments of which only the ``run_started`` rows are kept.
+        An incremental verification passes the ``scan`` of the segments it needs, the
+        ``head_only`` segments of which only the ``run_started`` rows are kept, and the
+        ``witness_only`` ones of which only the :data:`WITNESS_WINDOW` rows are.
         """
+        partial = _partial(head_only, witness_only)
         scan = scan if scan is not None else scan_run(run_dir)
         check_types(scan, registry)
         con = open_memory()
         try:
             schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
-            _keep_heads(con, head_only)
+            _keep(con, partial)
             check_rows(con, registry)
             create_history_views(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
@@ -98,22 +102,31 @@ class Session:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
-        return cls(scan, con, schema, registry, _heads=set(head_only))
+        return cls(scan, con, schema, registry, _partial=partial)
 
-    def move(self, scan: RunScan, *, head_only: Collection[str] = ()) -> bool:
-        """Make the loaded rows those of ``scan`` (``head_only`` segments: their
-        ``run_started`` rows), reading only the segments not loaded yet; an online
-        verifier's window moving along a live run. Returns False, changing nothing, when
-        the new segments hold a column the table lacks or a segment loaded whole must
-        now be read again: the caller opens a new session. Raises ``UnusableInputError``
-        as :meth:`open` does.
+    def move(
+        self,
+        scan: RunScan,
+        *,
+        head_only: Collection[str] = (),
+        witness_only: Collection[str] = (),
+    ) -> bool:
+        """Make the loaded rows those of ``scan`` (``head_only`` and ``witness_only``
+        segments: some of their rows, as in :meth:`open`), reading only the segments not
+        loaded yet; an online verifier's window moving along a live run. Returns False,
+        changing nothing, when the new segments hold a column the table lacks or a
+        segment loaded in part is now needed whole or in another part: the caller opens
+        a new session. Raises ``UnusableInputError`` as :meth:`open` does.
         """
         loaded = {str(i.path) for i in self.scan.segments}
         wanted = {str(i.path) for i in scan.segments}
         fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
         new = RunScan(scan.run_dir, fresh, ())
-        heads = set(head_only)
-        if not fits(new, self.schema) or (loaded & wanted) & (self._heads - heads):
+        partial = _partial(head_only, witness_only)
+        regrown = any(
+            path in wanted and partial.get(path) != kept for path, kept in self._partial.items()
+        )
+        if not fits(new, self.schema) or regrown:
             return False
         check_types(new, self.registry)
         try:
@@ -124,7 +137,7 @@ class Session:
                 )
             if new.segments:
                 append_segments(self.con, new, SEGMENTS, self.schema)
-            _keep_heads(self.con, heads - self._heads)
+            _keep(self.con, {p: k for p, k in partial.items() if p not in self._partial})
             if new.segments:
                 check_rows(self.con, self.registry, new.segments)
         except duckdb.Error as exc:
@@ -132,7 +145,7 @@ class Session:
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
         self.scan = scan
-        self._heads = heads
+        self._partial = partial
         return True
 
     @property
@@ -175,12 +188,23 @@ class Session:
         self.close()
 
 
-def _keep_heads(con: duckdb.DuckDBPyConnection, head_only: Collection[str]) -> None:
-    """Of the ``head_only`` segments (paths), keep only the ``run_started`` rows."""
-    if head_only:
+def _partial(
+    head_only: Collection[str], witness_only: Collection[str]
+) -> dict[str, tuple[str, ...]]:
+    kept = dict.fromkeys(witness_only, WITNESS_WINDOW)
+    kept.update(dict.fromkeys(head_only, ("run_started",)))
+    return kept
+
+
+def _keep(con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]]) -> None:
+    """Of each segment in ``partial`` (path -> event types), keep only those types' rows."""
+    by_types: dict[tuple[str, ...], list[str]] = {}
+    for path, types in partial.items():
+        by_types.setdefault(types, []).append(path)
+    for types, paths in by_types.items():
         con.execute(
-            f"DELETE FROM {SEGMENTS} WHERE type <> 'run_started' "
-            f"AND list_contains({string_list(sorted(head_only))}, filename)"
+            f"DELETE FROM {SEGMENTS} WHERE NOT list_contains({string_list(list(types))}, type) "
+            f"AND list_contains({string_list(sorted(paths))}, filename)"
         )
 
 
