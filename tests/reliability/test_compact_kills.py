@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ftaudit.eventlog.compact import compact_run
-from tests.reliability.compact_child import KILLED
+from tests.reliability.disk_deaths import KILLED
 from tests.support.cli import Invoke
 from tests.support.small_segments import (
     events as _events,

@@ -21,7 +21,7 @@ import pytest
 
 from ftaudit.eventlog import list_segments, read_records
 from ftaudit.eventlog.compact import compact_run
-from tests.reliability.roll_child import KILLED
+from tests.reliability.disk_deaths import KILLED
 from tests.support.cli import Invoke
 
 ROOT = Path(__file__).resolve().parents[2]
