@@ -2,10 +2,10 @@
 
 Writes valid synth runs (2 cells, one restart, retried steps) of each ``--steps`` size
 and runs ``ftaudit report RUN_DIR -o PAGE`` on each, in its own process, recording the
-wall and CPU time (``getrusage(RUSAGE_CHILDREN)``) and the page's size. The results are
-ratios against the smallest size: the page should stay about the same size (steps are
-grouped into at most ``MAX_COLUMNS`` columns), the time should grow no faster than the
-run. Run: ``.venv/bin/python benchmarks/report_bench.py [--steps 1000 10000]``.
+wall and CPU time (``getrusage(RUSAGE_CHILDREN)``), the peak RSS and the page's size.
+The results are ratios against the smallest size: the page should stay about the same
+size (steps are grouped into at most ``MAX_COLUMNS`` columns), the time should grow no
+faster than the run. Run: ``.venv/bin/python benchmarks/report_bench.py [--steps 1000 10000]``.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class ReportCost:
     wall_s: float
     cpu_s: float
     page_bytes: int
+    peak_rss_mb: float
 
 
 def _synth(run_dir: Path, steps: int) -> int:
@@ -64,7 +65,11 @@ def measure(steps: int, root: Path) -> ReportCost:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return ReportCost(steps, events, wall, cpu, page.stat().st_size)
+    # the largest child so far: sizes run smallest first, so it is this report's peak
+    rss = after.ru_maxrss / 1024
+    cost = ReportCost(steps, events, wall, cpu, page.stat().st_size, rss)
+    print(cost, file=sys.stderr, flush=True)  # a long run shows each size as it ends
+    return cost
 
 
 def main() -> None:
@@ -77,7 +82,7 @@ def main() -> None:
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(n, Path(tmp)) for n in args.steps]
+        rows = [measure(n, Path(tmp)) for n in sorted(args.steps)]
     load_after = os.getloadavg()
     base = rows[0]
     meta = (
@@ -91,14 +96,15 @@ def main() -> None:
         "",
         meta,
         "",
-        "| steps | events | wall (s) | CPU (s) | CPU / smallest | page (KB) | page / smallest |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| steps | events | wall (s) | CPU (s) | CPU / smallest | page (KB) | page / smallest "
+        "| peak RSS (MB) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.steps:,} | {r.events:,} | {r.wall_s:.1f} | {r.cpu_s:.2f} | "
             f"{r.cpu_s / base.cpu_s:.1f}x | {r.page_bytes / 1024:.0f} | "
-            f"{r.page_bytes / base.page_bytes:.2f}x |"
+            f"{r.page_bytes / base.page_bytes:.2f}x | {r.peak_rss_mb:.0f} |"
         )
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)

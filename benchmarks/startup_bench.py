@@ -11,9 +11,14 @@ restart, one retried step) and times, each in its own process, ``--repeat`` time
 - ``python -c "import ftaudit.verifier"`` (what ftaudit adds to that floor at import);
 - ``ft-verify RUN_DIR`` (the real entry point) and ``ft-verify RUN_DIR --since-step 11``.
 
+- ``ftaudit --help`` (the umbrella command must answer without loading the verifier).
+
 Each row gives the median wall time and the median CPU time (user + system, from
 ``resource.getrusage(RUSAGE_CHILDREN)`` around the child): on a shared machine the wall
-time follows the load, the CPU time much less. Run:
+time follows the load, the CPU time much less. The children keep their bytecode in a
+temporary ``PYTHONPYCACHEPREFIX`` (written by the untimed first run), as an installed
+package has it: with ``PYTHONDONTWRITEBYTECODE`` set, every call would compile ftaudit's
+modules from source again. Run:
 ``.venv/bin/python benchmarks/startup_bench.py [--repeat 10] [--out benchmarks/results]``.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -42,11 +48,13 @@ class Timing:
     cpu_s: float
 
 
-def _timed(argv: list[str]) -> tuple[float, float]:
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU seconds of one child process (its output discarded)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -55,9 +63,9 @@ def _timed(argv: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def measure(label: str, argv: list[str], repeat: int) -> Timing:
-    _timed(argv)  # warm the file cache; not counted
-    runs = [_timed(argv) for _ in range(repeat)]
+def measure(label: str, argv: list[str], repeat: int, env: dict[str, str]) -> Timing:
+    _timed(argv, env)  # warm the file cache and write the bytecode; not counted
+    runs = [_timed(argv, env) for _ in range(repeat)]
     return Timing(
         label, statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
     )
@@ -70,6 +78,20 @@ def _load() -> str:
         return "unknown"
 
 
+def _commit() -> str:
+    """The commit of the ftaudit the children import (``-dirty`` with local changes)."""
+    import ftaudit
+
+    src = Path(ftaudit.__file__).resolve().parent
+    done = subprocess.run(
+        ["git", "-C", str(src), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "unknown"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -78,23 +100,29 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="ftaudit-startup-") as tmp:
         run = Path(tmp) / "run"
-        subprocess.run([str(BIN / "ftaudit"), "synth", str(run), *SYNTH], check=True)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        subprocess.run([str(BIN / "ftaudit"), "synth", str(run), *SYNTH], check=True, env=env)
         load_before = _load()
-        rows = [
-            measure("python -c pass", [py, "-c", "pass"], args.repeat),
-            measure(
+        commands = {
+            "python -c pass": [py, "-c", "pass"],
+            "import pyarrow, pyarrow.parquet, pyarrow.compute, duckdb": [
+                py,
+                "-c",
                 "import pyarrow, pyarrow.parquet, pyarrow.compute, duckdb",
-                [py, "-c", "import pyarrow, pyarrow.parquet, pyarrow.compute, duckdb"],
-                args.repeat,
-            ),
-            measure("import ftaudit.verifier", [py, "-c", "import ftaudit.verifier"], args.repeat),
-            measure("ft-verify RUN_DIR", [str(BIN / "ft-verify"), str(run)], args.repeat),
-            measure(
-                "ft-verify RUN_DIR --since-step 11",
-                [str(BIN / "ft-verify"), str(run), "--since-step", "11"],
-                args.repeat,
-            ),
-        ]
+            ],
+            "import ftaudit.verifier": [py, "-c", "import ftaudit.verifier"],
+            "ftaudit --help": [str(BIN / "ftaudit"), "--help"],
+            "ft-verify RUN_DIR": [str(BIN / "ft-verify"), str(run)],
+            "ft-verify RUN_DIR --format json": [str(BIN / "ft-verify"), str(run), "-f", "json"],
+            "ft-verify RUN_DIR --since-step 11": [
+                str(BIN / "ft-verify"),
+                str(run),
+                "--since-step",
+                "11",
+            ],
+        }
+        rows = [measure(label, argv, args.repeat, env) for label, argv in commands.items()]
     import duckdb
     import pyarrow
     import pydantic
@@ -108,6 +136,7 @@ def main() -> None:
         "load_average": f"{load_before} before, {_load()} after",
         "repeat": args.repeat,
         "run": "ftaudit synth " + " ".join(SYNTH),
+        "commit": _commit(),
     }
     base = rows[0]
     lines = [
