@@ -42,10 +42,3 @@ def test_a_missing_schedule_file_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["demo", str(tmp_path / "run"), "--faults", str(tmp_path / "x")])
     assert result.exit_code == 2, result.output
     assert "cannot read the fault schedule" in result.stderr
-
-
-def test_an_unknown_quorum_is_refused(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["demo", str(tmp_path / "run"), "--quorum", "raft"])
-    assert result.exit_code == 2, result.output
-    assert "driver" in result.output and "torchft" in result.output
-    assert not (tmp_path / "run").exists()

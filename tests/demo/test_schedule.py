@@ -75,7 +75,6 @@ def test_config_round_trips_through_json() -> None:
         run_dir="/tmp/x",
         cells=3,
         bug="wrong_shard",
-        quorum="torchft",
         faults_json=default_schedule().to_json(),
     )
     assert DemoConfig.from_json(cfg.to_json()) == cfg

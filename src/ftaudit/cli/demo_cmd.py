@@ -40,11 +40,6 @@ class ObjectiveChoice(StrEnum):
     LM = "lm"
 
 
-class QuorumChoice(StrEnum):
-    DRIVER = "driver"
-    TORCHFT = "torchft"
-
-
 def demo(
     run_dir: Annotated[
         Path | None,
@@ -69,13 +64,6 @@ def demo(
     objective: Annotated[
         ObjectiveChoice, typer.Option(help="rl: GRPO-like; lm: next-token prediction.")
     ] = ObjectiveChoice.RL,
-    quorum: Annotated[
-        QuorumChoice,
-        typer.Option(
-            help="Who forms quorums and heals: the demo's driver, or torchft's Manager "
-            "with a LighthouseServer."
-        ),
-    ] = QuorumChoice.DRIVER,
 ) -> None:
     """Train a tiny model on Ray with faults and restarts, then verify it exactly-once.
 
@@ -118,7 +106,6 @@ def demo(
         steps=steps,
         seed=seed,
         objective=objective.value,
-        quorum=quorum.value,
         faults_json=schedule.to_json(),
         bug=bug,
     )

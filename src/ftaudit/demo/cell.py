@@ -1,14 +1,11 @@
 """One cell: a Ray actor holding a full replica, its own torch.distributed world of one rank.
 
-Cells exchange gradients with an all-reduce SUM across cells. The commit vote rides in
-the same all-reduce: each cell adds 1 when its gradient is finite, so every survivor of
-the exchange sees the same sum and makes the same decision. Who forms the quorum and
-moves state to a replacement (``DemoConfig.quorum``): ``driver``, the driver re-forms a
-torchft ``ProcessGroupGloo`` (a new quorum, a new store prefix) after every failure and
-heals through :meth:`CellWorker.export_state` / :meth:`CellWorker.heal`; ``torchft``, the
-cell's own torchft ``Manager`` (:mod:`ftaudit.demo.torchft_quorum`) joins the
-lighthouse's quorum at each attempt, heals there, and ``should_commit()`` has the last
-word on the commit.
+Each cell is a torchft replica group of one rank: its own torchft ``Manager``
+(:mod:`ftaudit.demo.torchft_quorum`) joins the lighthouse's quorum at each attempt and
+heals there when the cell is behind. Cells exchange gradients with a ``Manager.allreduce``
+SUM across the quorum. The commit vote rides in the same all-reduce: each cell adds 1
+when its gradient is finite, so every survivor of the exchange sees the same sum and
+makes the same decision; ``should_commit()`` has the last word.
 
 The training thread beats a heartbeat at each phase; the actor is threaded so that the
 driver can read the heartbeat while a step runs and tell a hung cell (no progress, not
@@ -20,15 +17,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
 import ray
 import torch
 import torch.distributed as dist
-from torch.distributed.distributed_c10d import AllreduceOptions, ReduceOp
-from torchft.process_group import ProcessGroupGloo
 
 from ftaudit.demo import bugs
 from ftaudit.demo.config import DemoConfig
@@ -90,7 +84,6 @@ class CellWorker:
         # is the identity, but the code path is the one a multi-rank cell runs
         if not dist.is_initialized():
             dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        self.cross = ProcessGroupGloo(timeout=timedelta(seconds=self.cfg.collective_timeout_s))
         self.quorum_rank = 0
         self.quorum_size = 1
         self.heartbeat = Heartbeat()
@@ -99,11 +92,11 @@ class CellWorker:
         """Set only by the ``healed_cell_reads_peer_shard`` defect: the shard it reads."""
         self._hooks: TrainerHooks | None = None
         self.replica: TorchftReplica | None = None
-        """The cell's torchft Manager (``quorum="torchft"`` only)."""
+        """The cell's torchft Manager, started by :meth:`join`."""
 
-    def join(self, cell: int, lighthouse: str | None = None) -> int:
-        """Serve as ``cell``: attach the hooks (its event writer) to the run; with
-        ``lighthouse`` (``quorum="torchft"``) start its torchft Manager. Returns the pid."""
+    def join(self, cell: int, lighthouse: str) -> int:
+        """Serve as ``cell``: attach the hooks (its event writer) to the run and start its
+        torchft Manager, heartbeating to ``lighthouse``. Returns the pid."""
         if self._hooks is not None:
             raise RuntimeError(f"this worker already serves cell {self.cell}")
         self.cell = cell
@@ -118,15 +111,14 @@ class CellWorker:
             options=WriterOptions(flush_interval_s=1.0),
             stateful={"lr_scheduler": self.scheduler},
         )
-        if lighthouse is not None:
-            self.replica = TorchftReplica.start(
-                cell=cell,
-                lighthouse=lighthouse,
-                hooks=self._hooks,
-                state_dict=self._heal_state,
-                load_state_dict=self._take_state,
-                timeout_s=self.cfg.collective_timeout_s,
-            )
+        self.replica = TorchftReplica.start(
+            cell=cell,
+            lighthouse=lighthouse,
+            hooks=self._hooks,
+            state_dict=self._heal_state,
+            load_state_dict=self._take_state,
+            timeout_s=self.cfg.collective_timeout_s,
+        )
         return os.getpid()
 
     @property
@@ -135,22 +127,18 @@ class CellWorker:
             raise RuntimeError("the worker has not joined a cell yet")
         return self._hooks
 
+    @property
+    def manager(self) -> TorchftReplica:
+        if self.replica is None:
+            raise RuntimeError("the worker has not joined a cell yet")
+        return self.replica
+
     # -- membership --------------------------------------------------------------------
 
-    def configure(self, store_addr: str, quorum_id: int, rank: int, world_size: int) -> None:
-        """Join quorum ``quorum_id`` as ``rank`` of ``world_size`` (blocks until all have)."""
-        prefix = f"{store_addr}/i{self.incarnation}/q{quorum_id}"
-        self.cross.configure(prefix, f"cell{self.cell}", rank, world_size, quorum_id=quorum_id)
-        self.quorum_rank, self.quorum_size = rank, world_size
-        self.heartbeat.beat()
-
     def join_quorum(self) -> Quorum:
-        """torchft: join the next quorum, healing from a peer first if this cell is behind
-        (``quorum="torchft"``; the driver's :meth:`configure` otherwise)."""
-        if self.replica is None:
-            raise RuntimeError("join_quorum needs quorum='torchft'")
+        """Join the next torchft quorum, healing from a peer first if this cell is behind."""
         self.heartbeat.beat(waiting=True)
-        quorum = self.replica.start_quorum()
+        quorum = self.manager.start_quorum()
         self.quorum_rank, self.quorum_size = quorum.rank, quorum.size
         self.heartbeat.beat()
         return quorum
@@ -185,7 +173,7 @@ class CellWorker:
                 part = slice(part.start, min(part.stop + group, len(sample_indices)))
             read = part  # the items this cell reads: its own shard's
             if self.data_rank is not None:  # a data cursor adopted from a peer at a heal
-                # wrapped: under torchft the peer sends it from the quorum before the one
+                # wrapped: the peer sends it from the quorum before the one
                 # the cells train in, which may have had more cells
                 cursor = self.data_rank % self.quorum_size
                 read = shard_slice(len(sample_indices), group, cursor, self.quorum_size)
@@ -253,7 +241,7 @@ class CellWorker:
             flat.zero_()
         dist.all_reduce(flat)  # the in-cell data-parallel reduction (world of one rank)
         self.heartbeat.beat(waiting=True)
-        exchanged = self._cross_sum(flat)
+        exchanged = self.manager.allreduce_sum(flat)
         self.heartbeat.beat()
         votes = round(float(flat[-1])) if exchanged else 0
         # its own bad gradient is never committed, whatever the others say
@@ -262,8 +250,7 @@ class CellWorker:
             self.cfg.bug, "commit_despite_peer_discard"
         ):
             agreed = False
-        if self.replica is not None:
-            agreed = self.replica.commit(agreed)  # torchft's should_commit has the last word
+        agreed = self.manager.commit(agreed)  # torchft's should_commit has the last word
         if not agreed:
             return False
         offset = 0
@@ -271,18 +258,6 @@ class CellWorker:
             n = p.grad.numel()
             p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
             offset += n
-        return True
-
-    def _cross_sum(self, flat: torch.Tensor) -> bool:
-        """SUM ``flat`` across the quorum's cells; False if the exchange failed."""
-        if self.replica is not None:
-            return self.replica.allreduce_sum(flat)
-        try:
-            opts = AllreduceOptions()
-            opts.reduceOp = ReduceOp.SUM
-            self.cross.allreduce([flat], opts).wait()
-        except RuntimeError:
-            return False
         return True
 
     def _after_commit(self, stale_ids: list[int]) -> None:
@@ -311,8 +286,7 @@ class CellWorker:
 
     def save(self, path: str, iteration: int, attempt: int, extra: dict[str, Any]) -> None:
         """Write the checkpoint file (the cell asked to) and log this cell's snapshot."""
-        if self.replica is not None:  # torchft's step, as its Manager asks to be saved
-            extra = {**extra, "torchft": self.replica.state()}
+        extra = {**extra, "torchft": self.manager.state()}  # torchft's step, as it asks
         with self.hooks.step(iteration, attempt):
             self.hooks.save_checkpoint(path, iteration, extra)
             if bugs.active(self.cfg.bug, "segment_lost"):
@@ -345,25 +319,19 @@ class CellWorker:
                 resume_stale_ids=resume_stale_ids,
             )
             self.hooks.flush()
-        if self.replica is not None:
-            self.replica.restore(meta["extra"]["torchft"])
+        self.restore_manager(meta["extra"]["torchft"])
         if bugs.active(self.cfg.bug, "head_frozen_after_resume"):
             self.model.head.requires_grad_(False)  # a fine-tuning flag applied on resume
         return meta
 
-    def export_state(self, step: int, attempt: int) -> dict[str, Any]:
-        """This cell's full state, for healing a peer; logs what it gave (``after_heal``).
-
-        The healed cell's own ``after_heal`` checksum must equal this one.
-        """
-        with self.hooks.step(step, attempt):
-            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL)
-            self.hooks.flush()
-        return self._heal_state()
+    def restore_manager(self, state: dict[str, int]) -> None:
+        """Put torchft's Manager at the saved step: it heals this cell only if a peer is
+        ahead of it."""
+        self.manager.restore(state)
 
     def _heal_state(self) -> dict[str, Any]:
-        """What a healed peer receives (torchft: the Manager's ``state_dict`` function,
-        called in the quorum, before this cell's next forward)."""
+        """What a healed peer receives: the Manager's ``state_dict`` function, called in
+        the quorum, before the healed cell's next forward."""
         state = {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -373,17 +341,9 @@ class CellWorker:
             state["lr_scheduler"] = self.scheduler.state_dict()
         return state
 
-    def heal(self, state: dict[str, Any], source_cell: int, step: int, attempt: int) -> None:
-        """Take a live peer's state; log it as received (``after_heal``)."""
-        self._take_state(state)
-        with self.hooks.step(step, attempt):
-            self.hooks.log_checksums(ChecksumWhen.AFTER_HEAL, source_cell=source_cell)
-            self.hooks.flush()
-
     def _take_state(self, state: dict[str, Any]) -> None:
-        """Load a peer's state (torchft: the Manager's ``load_state_dict`` function; the
-        hooks' heal function, registered after it, then logs the ``after_heal``
-        checksums)."""
+        """Load a peer's state: the Manager's ``load_state_dict`` function (the hooks' heal
+        function, registered after it, then logs the ``after_heal`` checksums)."""
         self.model.load_state_dict(state["model"])
         if not bugs.active(self.cfg.bug, "healed_cell_differs"):
             self.optimizer.load_state_dict(state["optimizer"])
@@ -395,8 +355,7 @@ class CellWorker:
             self.scheduler.load_state_dict(state["lr_scheduler"])
 
     def close(self) -> None:
-        if self.replica is not None:
-            self.replica.close()
+        self.manager.close()
         self.hooks.close()
 
 

@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 Objective = Literal["rl", "lm"]
-QuorumMode = Literal["driver", "torchft"]
 
 
 @dataclass(frozen=True)
@@ -69,9 +68,6 @@ class DemoConfig:
     faults_json: str = "{}"
     """The fault schedule (:class:`ftaudit.demo.schedule.DemoSchedule` as JSON)."""
     bug: str | None = None
-    quorum: QuorumMode = "driver"
-    """Who forms the cells' quorums and heals a replacement: the demo's ``driver``, or
-    ``torchft``'s ``Manager`` per cell with a ``LighthouseServer`` in the driver."""
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
 

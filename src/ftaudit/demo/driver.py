@@ -1,12 +1,11 @@
 """The training job's driver: one incarnation of the run, from start or resume to the end.
 
 It owns the hooks' :class:`DriverSession` (allocator, acceptance policy, step ends), the
-cells (Ray actors) and their liveness: a dead or hung cell leaves the quorum at once (the
-retry runs without it), and is replaced and healed from a live peer at the start of the
-next step. Who forms the quorums and heals (``DemoConfig.quorum``): ``driver``, this
-driver, through the TCP store the cells' cross-cell groups rendezvous through;
-``torchft``, the cells' torchft Managers through the ``LighthouseServer`` this driver
-hosts (the driver only starts the replacement; its Manager heals it in its first quorum).
+torchft ``LighthouseServer`` the cells' Managers form their quorums through, and the
+cells (Ray actors) and their liveness: a dead or hung cell leaves the quorum (the retry
+runs without it), and a replacement is started at the next step; its torchft Manager
+heals it from a live peer in its first quorum. The driver neither forms quorums nor
+moves state: torchft does.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from typing import Any
 import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
-from torch.distributed import TCPStore
 
 from ftaudit.dataset import build_manifest
 from ftaudit.demo import bugs
@@ -32,7 +30,6 @@ from ftaudit.demo.talk import say
 from ftaudit.demo.torchft_quorum import Quorum, start_lighthouse
 from ftaudit.eventlog.events import (
     CellOutcome,
-    CellReconfigured,
     CheckpointRef,
     LoaderState,
     LoaderWhen,
@@ -46,7 +43,7 @@ from ftaudit.trainer_hooks.driver import errored, ranks
 
 POLL_S = 0.1
 QUORUM_ROUNDS = 10
-"""torchft: how many times the cells may ask for a quorum of all of them before the step
+"""How many times the cells may ask for a quorum of all of them before the step
 gives up (one or two in practice: see :meth:`DemoDriver._form_quorum`)."""
 
 
@@ -77,10 +74,8 @@ class DemoDriver:
         self.faults = FaultInjector(
             self.schedule.process_faults(), self.session.writer, target="driver"
         )
-        self.store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        self.store_addr = f"127.0.0.1:{self.store.port}"
-        self.lighthouse = start_lighthouse() if cfg.quorum == "torchft" else None
-        """torchft's quorum service (``quorum="torchft"``): the cells' Managers join it."""
+        self.lighthouse = start_lighthouse()
+        """torchft's quorum service: the cells' Managers join it."""
         self.cells: dict[int, Any] = {}
         """The alive cells' actor handles, by cell index."""
         self.spares: list[Any] = []
@@ -90,7 +85,6 @@ class DemoDriver:
             for f in self.schedule.faults
         )
         """Only an incarnation where cells are scheduled to fail pays for a spare."""
-        self.quorum_id = 0
         self.data_offset = 0
         data = cfg.data
         self.loader = DemoLoader(
@@ -118,53 +112,18 @@ class DemoDriver:
             else Cell.remote(self.cfg.to_json(), self.incarnation)
             for c in cells
         }
-        lighthouse = self.lighthouse.address() if self.lighthouse is not None else None
+        lighthouse = self.lighthouse.address()
         ray.get([h.join.remote(c, lighthouse) for c, h in handles.items()])
         if self.keep_spare:
             self._warm_spare()
         return handles
 
-    def _reconfigure(
-        self, step: int, *, source: int | None = None, healed: tuple[int, ...] = ()
-    ) -> None:
-        """Re-form the cross-cell group over the alive cells (a new quorum). Under torchft
-        the cells' Managers form each attempt's quorum themselves."""
-        if self.lighthouse is not None:
-            return
-        self.quorum_id += 1
-        alive = sorted(self.cells)
-        ray.get(
-            [
-                self.cells[c].configure.remote(self.store_addr, self.quorum_id, r, len(alive))
-                for r, c in enumerate(alive)
-            ]
-        )
-        self.session.writer.log(
-            CellReconfigured(
-                step=step,
-                attempt=0,
-                quorum_id=self.quorum_id,
-                heal_source=source,
-                healed_cells=list(healed),
-                alive_cells=alive,
-            )
-        )
-
-    def _heal_missing(self, step: int) -> None:
-        """Replace every dead cell, heal it from the lowest live peer, re-form the group."""
+    def _replace_missing(self) -> None:
+        """Start a replacement for every dead cell; its torchft Manager heals it from a
+        live peer in its first quorum (:meth:`_form_quorum`)."""
         missing = [c for c in range(self.cfg.cells) if c not in self.cells]
-        if not missing:
-            return
-        if self.lighthouse is not None:  # torchft heals them in their first quorum
+        if missing:
             self.cells.update(self._start(missing))
-            return
-        source = min(self.cells)
-        state = self.cells[source].export_state.remote(step, 0)
-        fresh = self._start(missing)
-        ray.get([h.heal.remote(state, source, step, 0) for h in fresh.values()])
-        self.cells.update(fresh)
-        say(f"{self.tag} step {step}: healed cell(s) {missing} from cell {source}")
-        self._reconfigure(step, source=source, healed=tuple(missing))
 
     # -- one attempt -------------------------------------------------------------------
 
@@ -180,8 +139,7 @@ class DemoDriver:
         return self._batch[1]
 
     def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
-        if self.lighthouse is not None:
-            self._form_quorum(step)
+        self._form_quorum(step)
         samples = self.dataset.step_samples(step, self.data_offset)
         items = self._items(step)
         if bugs.active(self.cfg.bug, "allocation_not_durable"):
@@ -201,7 +159,7 @@ class DemoDriver:
         }
 
     def _form_quorum(self, step: int) -> None:
-        """torchft: every live cell joins one quorum before the attempt trains.
+        """Every live cell joins one torchft quorum before the attempt trains.
 
         The lighthouse issues a quorum at once when every member of the previous one asked
         again ("fast quorum"), so a replacement that asks a moment later is left for the
@@ -293,11 +251,9 @@ class DemoDriver:
     # -- steps, checkpoints, resume ----------------------------------------------------
 
     def _start_cells(self) -> None:
-        first = self.session.first_step
         self.cells.update(self._start(list(range(self.cfg.cells))))
         if self.resume is not None:
             self._load(self.resume)
-        self._reconfigure(first)
 
     def _load(self, ref: CheckpointRef) -> None:
         iteration = ref.iteration
@@ -315,6 +271,12 @@ class DemoDriver:
                 for m in loaders.values()
             ]
         )
+        if bugs.active(self.cfg.bug, "restore_skipped_on_peer"):
+            # the defect: the other cells only rejoin torchft at the checkpoint's step;
+            # torchft then sees every replica up to date and heals none of them
+            torchft_state = metas[0]["extra"]["torchft"]
+            others = [m for c, m in self.cells.items() if c not in loaders]
+            ray.get([m.restore_manager.remote(torchft_state) for m in others])
         n = self.cfg.data.samples_per_step
         self._restore_loader(metas[0]["extra"]["loader"], ref)
         if bugs.active(self.cfg.bug, "skip_sample_after_resume"):
@@ -395,7 +357,7 @@ class DemoDriver:
         late_checkpoint: tuple[int, int] | None = None
         for step in range(first, self.cfg.steps):
             if step > first:
-                self._heal_missing(step)
+                self._replace_missing()
             attempt = 0
             while True:
                 started = time.perf_counter()
@@ -410,9 +372,6 @@ class DemoDriver:
                     f"{_describe(outcomes)} -> {'accepted' if accepted else 'retry'} "
                     f"({time.perf_counter() - started:.1f}s)"
                 )
-                lost = [c for c, o in outcomes.items() if o.errored]
-                if lost and self.cells:
-                    self._reconfigure(step)
                 if accepted:
                     break
                 if not self.cells:
@@ -428,8 +387,7 @@ class DemoDriver:
                     self._checkpoint(step, attempt)
         for m in self.cells.values():
             ray.get(m.close.remote())
-        if self.lighthouse is not None:
-            self.lighthouse.shutdown()
+        self.lighthouse.shutdown()
         self.session.finish()
         say(f"{self.tag} finished {self.cfg.steps} steps")
 

@@ -1,20 +1,24 @@
 """The demo's membership on torchft: a ``LighthouseServer`` in the driver, a ``Manager`` per cell.
 
-With ``ftaudit demo --quorum torchft`` each cell is a torchft replica group of one rank.
+Each cell of ``ftaudit demo`` is a torchft replica group of one rank.
 Its Manager joins the lighthouse's quorum at the start of every attempt
 (``start_quorum``, synchronous, so a replica that is behind heals before its forward);
 a replacement cell starts at torchft step 0 and heals from a peer at the newest step
 through torchft's own checkpoint transport, calling the cell's registered
 ``load_state_dict``. Gradients and the commit vote go through ``Manager.allreduce`` (SUM)
-and the cell steps only if ``should_commit()`` agrees. The driver no longer forms
-quorums nor moves state; it still allocates witness ids, watches heartbeats, kills a
-hung cell and starts replacements.
+and the cell steps only if ``should_commit()`` agrees. The driver neither forms quorums
+nor moves state; it allocates witness ids, watches heartbeats, kills a hung cell and
+starts replacements.
 
 Read from torchft 0.2.0 as installed (``torchft/manager.py``: ``start_quorum``,
 ``allreduce``, ``report_error``, ``should_commit``, ``state_dict``; the lighthouse's
 quorum rules in ``src/lighthouse.rs``: a quorum waits for every heartbeating replica up
 to ``join_timeout_ms``, and a replica counts as alive until ``heartbeat_timeout_ms``
-passed without a heartbeat).
+passed without a heartbeat). Upstream: meta-pytorch/torchft ``torchft/manager.py`` at
+000c1760ff5727123243c0cb3f7151360b4a6112 (``should_commit`` votes within one replica
+group, "different replica groups may return different values"; ``load_state_dict`` sets
+only the step and ``batches_committed``; a replica heals when its step is behind the
+quorum's newest).
 """
 
 from __future__ import annotations

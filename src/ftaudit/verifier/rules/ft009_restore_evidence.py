@@ -158,9 +158,9 @@ class RestoreEvidence(Rule):
             self.violation(
                 f"{r.who} in incarnation {r.incarnation} shows no restore evidence: the "
                 f"incarnation resumed from checkpoint {r['resumed_iteration']} (saved by "
-                f"incarnation {r['resumed_incarnation']}), but this rank logged neither an "
-                "after_load checksum of what it loaded nor a state_adopted event; it may be "
-                "training on weights it never reloaded",
+                f"incarnation {r['resumed_incarnation']}) and this rank trained from step "
+                f"{r.step}, but it logged neither an after_load checksum of what it loaded "
+                "nor a state_adopted event; it may be training on weights it never reloaded",
                 kind="unrestored_rank",
                 location=r.location(),
             )
