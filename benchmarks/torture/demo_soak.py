@@ -1,4 +1,4 @@
-"""Soak: the demo (real Ray training) under random faults, 20 seeds; every run must verify.
+"""Soak: the demo (Ray training on torchft's Managers) under random faults; every run must verify.
 
 Per seed, a random schedule: faults arrive with exponential inter-arrival times (in steps),
 each of a random mode (SIGKILL, exit, segfault, hang, a discarded attempt) at a random call

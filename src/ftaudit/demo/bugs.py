@@ -118,8 +118,9 @@ BUGS: tuple[Bug, ...] = (
     ),
     Bug(
         "restore_skipped_on_peer",
-        "at a resume only the cell that wrote the checkpoint file loads it; the other cells "
-        "keep the state their process started with",
+        "at a resume every cell restores torchft's step from the checkpoint, but only the "
+        "cell that wrote the file loads the model and optimizer; torchft sees every replica "
+        "up to date and heals none, so the others keep the state their process started with",
         "FT009",
         "no restore evidence",
     ),
