@@ -8,13 +8,13 @@ records. Nothing here judges: :mod:`ftaudit.verifier.rules.ft008_data_identity` 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import pyarrow.compute as pc
 
-from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.arrays import int64_numpy
 from ftaudit.verifier.context import RunContext, StepKey
 
 UNKNOWN = -1
@@ -80,34 +80,57 @@ class LoaderStateRecord:
 
 
 def load_fed(ctx: RunContext) -> FedSamples:
-    rows = ctx.rows(
-        """SELECT incarnation, step, attempt, cell, source_rank AS rank, sample_indices,
-                  fingerprints, items
-           FROM sample_fingerprints ORDER BY incarnation, step, attempt, writer, seq""",
+    """Every fed sample, flattened from the Arrow columns (a Python int per fingerprint cost
+    a run of 41 M fed samples gigabytes), in the order of the rows and of each row's ids."""
+    # a row whose lists do not align is left out: the event model forbids it, and a
+    # damaged row cannot be judged
+    table = ctx.session.query(
+        """WITH sized AS (
+               SELECT incarnation, step, attempt, cell, source_rank AS rank, writer, seq,
+                      sample_indices.starts AS starts, sample_indices.lengths AS lengths,
+                      fingerprints, items,
+                      coalesce(list_sum(sample_indices.lengths), 0) AS n,
+                      coalesce(len(items), 0) AS n_items
+               FROM sample_fingerprints)
+           SELECT incarnation, step, attempt, cell, rank, starts, lengths, fingerprints,
+                  items, n, n_items
+           FROM sized
+           WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)
+           ORDER BY incarnation, step, attempt, writer, seq""",
         label="sample fingerprints",
     )
-    keys: dict[StepKey, int] = {}
-    parts: dict[str, list[np.ndarray]] = defaultdict(list)
-    for r in rows:
-        positions = IntRuns.from_column(r["sample_indices"]).to_array()
-        n = positions.size
-        fps = np.asarray(r["fingerprints"] or [], dtype=np.int64)
-        items = np.asarray(r["items"] or [], dtype=np.int64)
-        if fps.size != n or items.size not in (0, n):
-            continue  # the event model forbids it; a damaged row cannot be judged
-        key = keys.setdefault((r["incarnation"], r["step"], r["attempt"]), len(keys))
-        parts["pos"].append(positions)
-        parts["fp"].append(fps)
-        parts["item"].append(items if items.size else np.full(n, UNKNOWN, dtype=np.int64))
-        parts["key"].append(np.full(n, key, dtype=np.int64))
-        parts["cell"].append(np.full(n, r["cell"], dtype=np.int64))
-        parts["rank"].append(np.full(n, r["rank"] if r["rank"] is not None else 0, np.int64))
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate(parts[name]) if parts[name] else np.empty(0, dtype=np.int64)
-
+    if not table.num_rows:
+        empty = np.empty(0, dtype=np.int64)
+        return FedSamples(empty, empty, empty, empty, empty, empty, ())
+    n, n_items = int64_numpy(table.column("n")), int64_numpy(table.column("n_items"))
+    inc, step, attempt = (
+        int64_numpy(table.column(c), null=UNKNOWN) for c in ("incarnation", "step", "attempt")
+    )
+    changed = np.ones(inc.size, dtype=bool)
+    changed[1:] = (inc[1:] != inc[:-1]) | (step[1:] != step[:-1]) | (attempt[1:] != attempt[:-1])
+    row_key = np.cumsum(changed) - 1
+    keys = tuple(
+        (i, s, None if a == UNKNOWN else a)
+        for i, s, a in zip(
+            inc[changed].tolist(), step[changed].tolist(), attempt[changed].tolist(), strict=True
+        )
+    )
+    starts = int64_numpy(pc.list_flatten(table.column("starts")))
+    lengths = int64_numpy(pc.list_flatten(table.column("lengths")))
+    total = int(lengths.sum())
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    position = offsets + np.arange(total, dtype=np.int64)
+    claimed = np.full(total, UNKNOWN, dtype=np.int64)
+    with_items = np.repeat(n_items > 0, n)
+    claimed[with_items] = int64_numpy(pc.list_flatten(table.column("items")))
     return FedSamples(
-        cat("pos"), cat("fp"), cat("item"), cat("key"), cat("cell"), cat("rank"), tuple(keys)
+        position,
+        int64_numpy(pc.list_flatten(table.column("fingerprints"))),
+        claimed,
+        np.repeat(row_key, n),
+        np.repeat(int64_numpy(table.column("cell")), n),
+        np.repeat(int64_numpy(table.column("rank"), null=0), n),
+        keys,
     )
 
 
