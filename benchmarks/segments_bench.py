@@ -1,22 +1,29 @@
 """Many small segments: ``ft-verify`` time and memory against the same events in few segments.
 
-The hooks flush every step per writer, so a long run holds many small segments. For one
-run shape, ``ftaudit synth`` writes the same events twice: sealed every ``--few-every``
-steps (few segments) and every step (many segments). Then, each command in its own
-process (peak RSS from ``getrusage(RUSAGE_CHILDREN)`` of a wrapper whose only child is
-the command; CPU is the child's user + system time, which the shared machine's load
-affects less than wall time):
+The hooks flush every step per writer, so a long run seals one small segment per step per
+process. For one run shape, ``ftaudit synth`` writes the same events (same seed) as:
 
-- ``ft-verify`` of the few-segment run (the reference);
-- ``ft-verify`` of the many-segment run;
-- ``ftaudit compact`` of the many-segment run, then ``ft-verify`` of it.
+- ``few``: sealed every ``--few-every`` steps (about 100 segments: the reference);
+- ``many``: sealed every step, rolling off (``--roll-segments 0``): one file per flush, what
+  a writer without rolling leaves;
+- ``rolled``: sealed every step by the default writer, which rolls every 256 small
+  segments into one merged segment as it goes (``WriterOptions.roll_segments``;
+  ``--roll-segments`` here overrides it);
+- ``compacted``: the ``many`` run after ``ftaudit compact``.
 
-It reports the ratios to the reference. Every verification must exit 0 (both runs are
-valid). ``--steps 3000 --cells 2`` gives about 9,000 segments; ``--steps 33000 --cells 2``
+Each command runs in its own process under a wrapper (peak RSS from
+``getrusage(RUSAGE_CHILDREN)`` of a wrapper whose only child is the command; CPU is the
+child's user + system time of all threads, which the shared machine's load affects less
+than wall time). Every verification must exit 0 (the runs are valid). It reports each
+case's ratios to ``few``. A case's results go into the ``--json`` file as soon as it is
+measured; ``--resume`` keeps the cases that file holds already (same run shape) and
+measures only the others, so a long measurement can be taken in parts in one ``--workdir``.
+``--steps 11000 --cells 2`` gives about 33,000 segments in ``many``; ``--steps 33000``
 about 100,000. ``tests/benchmarks/test_segments_bench.py`` runs a tiny size to keep the
 script working (no timing is asserted).
 
-Run: ``.venv/bin/python benchmarks/segments_bench.py --steps 3000 --json OUT.json --md OUT.md``
+Run: ``.venv/bin/python benchmarks/segments_bench.py --steps 11000 --few-every 500
+--workdir DIR --json OUT.json --md OUT.md``
 """
 
 from __future__ import annotations
@@ -63,11 +70,23 @@ def _measure_child(spec: str) -> None:
     )
 
 
-def synth(run: Path, steps: int, cells: int, every: int) -> dict[str, Any]:
-    cmd = [*FTAUDIT, "synth", str(run), "--steps", str(steps), "--cells", str(cells)]
-    result = measure([*cmd, "--ranks", "1", "--no-fsync", "--flush-every", str(every)])
-    result["segments"] = sum(1 for _ in run.glob("events/*/*.parquet"))
-    return result
+CASES = ("few", "many", "rolled", "compacted")
+
+
+def count(run: Path) -> dict[str, int]:
+    """Segments the verifier reads (the listing) and segment files on disk."""
+    from ftaudit.eventlog import list_segments
+
+    listing = list_segments(run)
+    return {"segments": len(listing), "files": len(listing) + len(listing.covered)}
+
+
+def synth(run: Path, args: argparse.Namespace, every: int, roll: int | None) -> dict[str, Any]:
+    cmd = [*FTAUDIT, "synth", str(run), "--steps", str(args.steps), "--cells", str(args.cells)]
+    cmd += ["--ranks", "1", "--no-fsync", "--flush-every", str(every)]
+    if roll is not None:
+        cmd += ["--roll-segments", str(roll)]
+    return measure(cmd)
 
 
 def verify(run: Path) -> dict[str, Any]:
@@ -77,21 +96,44 @@ def verify(run: Path) -> dict[str, Any]:
     return result
 
 
-def bench(steps: int, cells: int, few_every: int, workdir: Path) -> dict[str, Any]:
-    few, many = workdir / "few", workdir / "many"
-    out: dict[str, Any] = {"steps": steps, "cells": cells, "few_every": few_every}
-    out["synth_few"] = synth(few, steps, cells, few_every)
-    out["synth_many"] = synth(many, steps, cells, 1)
-    out["verify_few"] = verify(few)
-    out["verify_many"] = verify(many)
-    out["compact"] = measure([*FTAUDIT, "compact", str(many)])
-    out["compacted_segments"] = sum(1 for _ in many.glob("events/*/*.parquet"))
-    out["verify_compacted"] = verify(many)
-    ref = out["verify_few"]
-    for name in ("verify_many", "verify_compacted"):
-        out[f"{name}_cpu_ratio"] = out[name]["cpu_s"] / ref["cpu_s"]
-        out[f"{name}_wall_ratio"] = out[name]["wall_s"] / ref["wall_s"]
-    return out
+def case(name: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Write (or compact) the case's run, count its segments, verify it."""
+    if name == "compacted":
+        run = workdir / "many"
+        made = {"compact": measure([*FTAUDIT, "compact", str(run)])}
+    else:
+        run = workdir / name
+        every = args.few_every if name == "few" else 1
+        roll = args.roll_segments if name == "rolled" else 0
+        made = {"synth": synth(run, args, every, roll)}
+    return {**made, **count(run), "verify": verify(run)}
+
+
+def ratios(result: dict[str, Any]) -> None:
+    ref = result["cases"]["few"]["verify"]
+    for out in result["cases"].values():
+        out["cpu_ratio"] = out["verify"]["cpu_s"] / ref["cpu_s"]
+        out["wall_ratio"] = out["verify"]["wall_s"] / ref["wall_s"]
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    shape = {"steps": args.steps, "cells": args.cells, "few_every": args.few_every}
+    result: dict[str, Any] = {**shape, "cases": {}}
+    if args.resume and args.json and args.json.exists():
+        earlier = json.loads(args.json.read_text())
+        if {k: earlier.get(k) for k in shape} != shape:
+            raise SystemExit(f"{args.json} holds another run shape: {earlier}")
+        result = earlier
+    for name in CASES:
+        if name in result["cases"]:
+            continue
+        load = os.getloadavg()[0]
+        measured = {"measured_at": time.ctime(), "load_at_start": load}
+        result["cases"][name] = {**case(name, args, workdir), **measured}
+        if args.json:  # each case as soon as it is measured: a long run can be resumed
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+    ratios(result)
+    return result
 
 
 def machine() -> str:
@@ -107,32 +149,39 @@ def machine() -> str:
     )
 
 
-def markdown(r: dict[str, Any]) -> str:
-    def row(label: str, segs: int, m: dict[str, Any], ratio: str) -> str:
-        return (
-            f"| {label} | {segs:,} | {m['cpu_s']:.1f} | {m['wall_s']:.1f} | "
-            f"{m['rss_mb']:.0f} | {ratio} |"
-        )
+def load(c: dict[str, Any]) -> str:
+    at = c.get("load_at_start")
+    return "" if at is None else f", load average {at:.1f} at its start"
 
-    many, comp = r["verify_many_cpu_ratio"], r["verify_compacted_cpu_ratio"]
+
+def markdown(r: dict[str, Any]) -> str:
+    labels = {
+        "few": f"few segments (sealed every {r['few_every']} steps)",
+        "many": "many: one segment per flush, rolling off",
+        "rolled": "rolled: one flush per step, the default writer",
+        "compacted": "many, after `ftaudit compact`",
+    }
     lines = [
         f"Run shape: `ftaudit synth --steps {r['steps']} --cells {r['cells']} --ranks 1 "
-        f"--no-fsync`, sealed every {r['few_every']} steps (few) or every step (many).",
+        "--no-fsync`, the same events in each case.",
         "",
-        "| ft-verify of | segments | CPU s | wall s | peak RSS MB | CPU vs few |",
-        "|---|---:|---:|---:|---:|---:|",
-        row("few segments", r["synth_few"]["segments"], r["verify_few"], "1.0x"),
-        row("many segments", r["synth_many"]["segments"], r["verify_many"], f"{many:.1f}x"),
-        row(
-            "many, after `ftaudit compact`",
-            r["compacted_segments"],
-            r["verify_compacted"],
-            f"{comp:.1f}x",
-        ),
-        "",
-        f"`ftaudit compact` itself: {r['compact']['cpu_s']:.1f} s CPU, "
-        f"{r['compact']['wall_s']:.1f} s wall, peak RSS {r['compact']['rss_mb']:.0f} MB.",
+        "| ft-verify of | segments read | files | CPU s | wall s | peak RSS MB | CPU vs few |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    for name, c in r["cases"].items():
+        m = c["verify"]
+        lines.append(
+            f"| {labels[name]} | {c['segments']:,} | {c['files']:,} | {m['cpu_s']:.1f} | "
+            f"{m['wall_s']:.1f} | {m['rss_mb']:.0f} | {c['cpu_ratio']:.2f}x |"
+        )
+    lines.append("")
+    for name, c in r["cases"].items():
+        made = c.get("synth") or c["compact"]
+        what = "`ftaudit compact`" if "compact" in c else "synth"
+        lines.append(
+            f"- {name}: {what} {made['cpu_s']:.1f} s CPU, {made['wall_s']:.1f} s wall, "
+            f"peak RSS {made['rss_mb']:.0f} MB (measured {c['measured_at']}{load(c)})"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -147,10 +196,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--md", type=Path, help="write the Markdown table here")
     parser.add_argument("--workdir", type=Path, help="keep the runs here (default: a temp dir)")
+    parser.add_argument(
+        "--roll-segments", type=int, help="the rolled case's roll (default: the writer's)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the cases the --json file holds already"
+    )
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ftaudit-segments-"))
     try:
-        result = bench(args.steps, args.cells, args.few_every, workdir)
+        result = bench(args, workdir)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -25,6 +25,8 @@ def test_segments_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
             "40",
             "--few-every",
             "20",
+            "--roll-segments",
+            "8",
             "--json",
             str(out),
             "--md",
@@ -36,8 +38,10 @@ def test_segments_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(out.read_text())
-    assert result["synth_many"]["segments"] > result["synth_few"]["segments"]
-    assert result["compacted_segments"] < result["synth_many"]["segments"]
-    assert result["verify_compacted"]["code"] == 0
+    cases = json.loads(out.read_text())["cases"]
+    assert list(cases) == ["few", "many", "rolled", "compacted"]
+    assert cases["many"]["segments"] > cases["few"]["segments"]
+    assert cases["rolled"]["segments"] < cases["rolled"]["files"] < cases["many"]["segments"]
+    assert cases["compacted"]["segments"] < cases["many"]["segments"]
+    assert all(c["verify"]["code"] == 0 for c in cases.values())
     assert "CPU vs few" in (tmp_path / "bench.md").read_text()
