@@ -109,6 +109,43 @@ def test_sigterm_flushes_then_terminates(tmp_path: Path):
     assert _count(tmp_path) == 10
 
 
+MID_FLUSH_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions
+    w = EventWriter(sys.argv[1], Trainer(cell_index=0, rank_within_cell=0), run_id="r",
+                    incarnation=0, options=WriterOptions(fsync=False, flush_rows=10**6,
+                    flush_interval_s=3600))
+    for i in range(10):
+        w.log(Metric(values={"i": float(i)}))
+    write = w._write
+
+    def write_then_term(batch, first):
+        # delivered to this (main) thread at its next instruction: inside the flush
+        os.kill(os.getpid(), signal.SIGTERM)
+        write(batch, first)
+
+    w._write = write_then_term
+    w.flush()
+    time.sleep(60)
+    print("survived", flush=True)
+    """
+)
+
+
+def test_sigterm_inside_a_flush_finishes_it_then_terminates(tmp_path: Path):
+    """A SIGTERM that lands while the main thread is inside its own flush must not wait on
+    the lock that thread holds (it hung for good before)."""
+    with subprocess.Popen(
+        [sys.executable, "-c", MID_FLUSH_CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            assert proc.wait(timeout=120) == -signal.SIGTERM
+        finally:
+            proc.kill()
+    assert _count(tmp_path) == 10
+
+
 def test_write_failure_is_counted_and_retried(tmp_path: Path):
     blocker = tmp_path / "events"
     blocker.write_text("not a directory")  # the writer cannot create events/<writer>/

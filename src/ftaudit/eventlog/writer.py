@@ -118,6 +118,7 @@ class EventWriter:
         self._known: dict[type[Event], bool] = {}
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
+        self._io_owner: int | None = None  # the thread inside a flush (see _on_sigterm)
         self._buffer = Batch()
         self._buffer_first_seq = 0
         self._flush_at = self.options.flush_rows - 1  # the seq that fills the buffer
@@ -206,12 +207,18 @@ class EventWriter:
     def flush(self) -> int:
         """Make every event logged so far durable; return the last durable sequence number."""
         with self._io_lock:
-            with self._lock:
-                batch, first = self._buffer, self._buffer_first_seq
-                self._buffer, self._buffer_first_seq = Batch(), self._next_seq
-                self._flush_at = self._next_seq + self.options.flush_rows - 1
-            if batch:
-                self._write(batch, first)
+            self._io_owner = threading.get_ident()
+            try:
+                with self._lock:
+                    batch, first = self._buffer, self._buffer_first_seq
+                    self._buffer, self._buffer_first_seq = Batch(), self._next_seq
+                    self._flush_at = self._next_seq + self.options.flush_rows - 1
+                if batch:
+                    self._write(batch, first)
+            finally:
+                self._io_owner = None
+        if _sigterm_deferred:
+            _terminate()
         return self._durable_seq
 
     def close(self) -> None:
@@ -387,7 +394,37 @@ def _at_exit() -> None:
         writer.report_losses()
 
 
+_sigterm_deferred = False
+"""A SIGTERM arrived while this process's main thread held a writer's lock; the flush that
+ends next terminates the process."""
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    global _sigterm_deferred
+    # The handler runs in the main thread between two bytecodes, possibly inside that
+    # thread's own flush or log(): flushing then would wait on a lock its holder cannot
+    # release. Let the interrupted call finish; the next flush to end terminates.
+    if any(_held_here(writer) for writer in list(_open_writers)):
+        _sigterm_deferred = True
+        return
+    _terminate()
+
+
+def _held_here(writer: EventWriter) -> bool:
+    """Whether the calling thread holds one of ``writer``'s locks (another thread holds
+    the buffer lock only for a few instructions, so a second's wait tells them apart)."""
+    if writer._io_owner == threading.get_ident():
+        return True
+    if not writer._lock.acquire(timeout=1.0):
+        return True
+    writer._lock.release()
+    return False
+
+
+def _terminate() -> None:
+    """Flush every writer, then die of SIGTERM as the process would have without us."""
+    global _sigterm_deferred
+    _sigterm_deferred = False  # the flushes below end too
     flush_all()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
