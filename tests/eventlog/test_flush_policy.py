@@ -78,15 +78,21 @@ def test_close_is_idempotent_and_later_logs_are_counted_as_dropped(tmp_path: Pat
     assert _count(tmp_path) == 1
 
 
-CHILD = textwrap.dedent(
+TEN_BUFFERED = textwrap.dedent(
     """
-    import sys, time
+    import os, signal, sys, time
     from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions
     w = EventWriter(sys.argv[1], Trainer(cell_index=0, rank_within_cell=0), run_id="r",
                     incarnation=0, options=WriterOptions(fsync=False, flush_rows=10**6,
                     flush_interval_s=3600))
     for i in range(10):
         w.log(Metric(values={"i": float(i)}))
+    """
+)
+"""A child's start: ten events logged, none flushed (no row count or interval reached)."""
+
+CHILD = TEN_BUFFERED + textwrap.dedent(
+    """
     print("ready", flush=True)
     if sys.argv[2] == "wait":
         time.sleep(60)
@@ -109,15 +115,8 @@ def test_sigterm_flushes_then_terminates(tmp_path: Path):
     assert _count(tmp_path) == 10
 
 
-MID_FLUSH_CHILD = textwrap.dedent(
+MID_FLUSH_CHILD = TEN_BUFFERED + textwrap.dedent(
     """
-    import os, signal, sys, time
-    from ftaudit.eventlog import EventWriter, Metric, Trainer, WriterOptions
-    w = EventWriter(sys.argv[1], Trainer(cell_index=0, rank_within_cell=0), run_id="r",
-                    incarnation=0, options=WriterOptions(fsync=False, flush_rows=10**6,
-                    flush_interval_s=3600))
-    for i in range(10):
-        w.log(Metric(values={"i": float(i)}))
     write = w._write
 
     def write_then_term(batch, first):
