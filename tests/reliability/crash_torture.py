@@ -33,7 +33,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.rundir import EVENTS_DIR
+from ftaudit.eventlog.rundir import EVENTS_DIR, SegmentFile, covered, segment_range
 from ftaudit.eventlog.segment import SegmentMeta
 from tests.reliability.crash_child import (
     BACKGROUND,
@@ -167,14 +167,18 @@ def check_trial(run_dir: Path, folders: list[Path], progress: Path, stats: Tortu
             raise TortureFailure(f"{folder}: unexpected writer (progress says {names[role]})")
         want = writers[role]
         seqs: list[int] = []
-        temps: list[Path] = []
-        for path in sorted(folder.iterdir()):
-            if path.name.startswith("."):
-                temps.append(path)
-                continue
+        temps = [p for p in folder.iterdir() if p.name.startswith(".")]
+        sealed = {p: segment_range(p.name) for p in folder.iterdir() if p not in temps}
+        if None in sealed.values():
+            raise TortureFailure(f"{folder}: a file that is not named as a segment")
+        # a roll's originals stay until the next roll: redundant copies the listing skips
+        held = covered([SegmentFile(p, folder.name, *r) for p, r in sealed.items() if r])
+        for path in sorted(sealed.keys() - held):
             table = pq.read_table(path)
             meta = SegmentMeta.from_metadata(table.schema.metadata)
-            if path.name != f"{meta.first_seq:012d}.parquet" or meta.writer != folder.name:
+            first, last = sealed[path] or (-1, None)
+            named = (first, meta.last_seq if last is None else last)
+            if named != (meta.first_seq, meta.last_seq) or meta.writer != folder.name:
                 raise TortureFailure(f"{path}: name and footer disagree")
             if table.num_rows != meta.last_seq - meta.first_seq + 1:
                 raise TortureFailure(f"{path}: {table.num_rows} rows for {meta}")
