@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
+
+from ftaudit.trainer_hooks.torch import TrainerHooks, sample_token_ids
 
 HIDDEN, VOCAB, HEADS = 16, 50, 2
 
@@ -72,3 +76,12 @@ def bits(t: torch.Tensor) -> torch.Tensor:
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
+
+
+def lm_backward(
+    hooks: TrainerHooks, witness_ids: Sequence[int] | torch.Tensor, toks: torch.Tensor
+) -> None:
+    """One batch's forward and backward inside the hooks' batch scope (its witness rows)."""
+    with hooks.batch(sample_token_ids(witness_ids, toks.shape[1])):
+        hooks.optimizer.zero_grad()
+        lm_loss(hooks.model(toks), toks).backward()

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from ftaudit.trainer_hooks import DriverSession, ranks
-from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
+from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses
 from ftaudit.verifier import verify
-from tests.support.torch_models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_backward, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B, BATCH, SEQ = 40, 4, 6
@@ -37,9 +37,7 @@ def _train(driver: DriverSession, hooks: TrainerHooks, steps: range) -> None:
         info = driver.allocate(step, 0, range(step * BATCH, (step + 1) * BATCH))
         toks = tokens(BATCH, SEQ, seed=step)
         with hooks.step(step, 0):
-            with hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
-                hooks.optimizer.zero_grad()
-                lm_loss(hooks.model(toks), toks).backward()
+            lm_backward(hooks, info.witness_ids, toks)
             hooks.optimizer.step()
             hooks.after_optimizer_step(info.stale_ids, checksum=True)
         driver.end_attempt(step, 0, {0: ranks("normal")})

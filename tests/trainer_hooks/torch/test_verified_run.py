@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from ftaudit.trainer_hooks import DriverSession, ranks
-from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
-from tests.support.torch_models import lm_loss, make_model, tokens
+from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses
+from tests.support.torch_models import lm_backward, make_model, tokens
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 B, BATCH, SEQ = 40, 4, 6
@@ -33,9 +33,7 @@ def _step(driver: DriverSession, hooks: TrainerHooks, step: int, retry: bool, le
         info = driver.allocate(step, attempt, range(step * BATCH, (step + 1) * BATCH))
         toks = tokens(BATCH, SEQ, seed=step)
         with hooks.step(step, attempt):
-            with hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
-                hooks.optimizer.zero_grad()
-                lm_loss(hooks.model(toks), toks).backward()
+            lm_backward(hooks, info.witness_ids, toks)
             if retry and attempt == 0:
                 if leak:
                     hooks.optimizer.step()  # the bug: a discarded attempt reaches the weights

@@ -24,9 +24,8 @@ from ftaudit.trainer_hooks.torch import (
     TrainerHooks,
     advantage_summary,
     install_witnesses,
-    sample_token_ids,
 )
-from tests.support.torch_models import lm_loss, make_model, tokens
+from tests.support.torch_models import lm_backward, make_model, tokens
 
 pytestmark = pytest.mark.torch
 B, BATCH, SEQ = 40, 4, 6  # one step may allocate B - floor(0.7 B) = 12 ids
@@ -46,9 +45,7 @@ def _train(driver: DriverSession, hooks: TrainerHooks, step: int) -> dict[str, I
     info = driver.allocate(step, 0, samples)
     toks = tokens(BATCH, SEQ, seed=step)
     with hooks.step(step, 0):
-        with hooks.batch(sample_token_ids(info.witness_ids, SEQ)):
-            hooks.optimizer.zero_grad()
-            lm_loss(hooks.model(toks), toks).backward()
+        lm_backward(hooks, info.witness_ids, toks)
         hooks.optimizer.step()
         snapshot = hooks.after_optimizer_step(info.stale_ids, checksum=True)
         hooks.log_metrics({"loss": float("nan") if step == 0 else 1.5})
