@@ -7,17 +7,23 @@ checkpoint in the log. It joins the Ray cluster named by ``RAY_ADDRESS``.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import ray
 
 from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.driver import DemoDriver
+from ftaudit.demo.run import TALK_FD_ENV
+from ftaudit.demo.talk import speak_on
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     cfg = DemoConfig.from_json(args[0])
+    talk_fd = os.environ.get(TALK_FD_ENV)
+    if talk_fd is not None:  # run by ftaudit demo, which reads progress from this pipe
+        speak_on(open(int(talk_fd), "w", encoding="utf-8"))
     ray.init(log_to_driver=False, configure_logging=False)
     try:
         DemoDriver(cfg).run()

@@ -12,9 +12,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from ftaudit.demo.config import DemoConfig
 from ftaudit.demo.talk import say
@@ -55,23 +56,40 @@ EXPECTED_NOISE = (
 """Ray's messages about the workers the schedule kills on purpose: dropped from the output."""
 
 
+TALK_FD_ENV = "FTAUDIT_DEMO_TALK_FD"
+"""The job's progress pipe: Ray and torchft print from their own threads on the job's
+stdout and stderr, and a line of theirs can land inside a progress line sharing them."""
+
+
 def _run_job(cfg: DemoConfig, env: dict[str, str]) -> int:
-    """One launch of the job; its progress is forwarded to stderr without Ray's kill notices."""
+    """One launch of the job; its progress and its other output (without Ray's kill
+    notices) are forwarded to stderr."""
+    talk_read, talk_write = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ftaudit.demo.job", cfg.to_json()],
-        env=env,
+        env={**env, TALK_FD_ENV: str(talk_write)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        pass_fds=(talk_write,),
     )
+    os.close(talk_write)  # the job holds the only writer: its exit ends the talk
     assert proc.stdout is not None
-    for line in proc.stdout:
-        if not any(noise in line for noise in EXPECTED_NOISE) and line.strip():
-            sys.stderr.write(line)
-            sys.stderr.flush()
+    other = threading.Thread(target=_forward, args=(proc.stdout, True), daemon=True)
+    other.start()
+    with open(talk_read, encoding="utf-8") as talk:
+        _forward(talk, False)
+    other.join()
     return proc.wait()
+
+
+def _forward(lines: IO[str], drop_noise: bool) -> None:
+    for line in lines:
+        if line.strip() and not (drop_noise and any(n in line for n in EXPECTED_NOISE)):
+            sys.stderr.write(line)  # one write per line: the two forwarders never interleave
+            sys.stderr.flush()
 
 
 def run_training(cfg: DemoConfig, *, max_incarnations: int = 4) -> int:
