@@ -8,6 +8,11 @@ restore cannot be compared rank by rank; the cell is compared as a whole, over t
 whose hashes do not depend on the layout (``@whole`` digests, plain hashes; never a
 local shard's). FT006 reports what
 differs; FT010 leaves such a load's rank alone when no rank of the same index saved.
+
+A rank that saved no copy of a name (a new rank when the world grew) can only restore it
+from another rank's copy, which is right only where every saved rank held the same: an
+untagged name whose saved copies differ is state of one rank (an RNG, a loader
+position), and no saved copy is the new rank's (:meth:`LayoutChange.foreign_copies`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,19 @@ def is_shard(name: str) -> bool:
 
 
 @dataclass(frozen=True)
+class ForeignCopy:
+    """A rank that loaded per-rank state it never saved: the saved ranks' copies differ."""
+
+    rank: int
+    names: tuple[str, ...]
+    """The names whose saved copies differ and of which this rank saved none."""
+    saved_by: tuple[int, ...]
+    """The ranks that saved copies of them."""
+    taken_from: tuple[int | None, ...]
+    """Per name, the saved rank whose copy this rank holds (None: no saved copy)."""
+
+
+@dataclass(frozen=True)
 class LayoutChange:
     """A cell that loaded checkpoint ``iteration`` over other ranks than saved it."""
 
@@ -70,14 +88,12 @@ class LayoutChange:
 
         Where the same rank index holds a name on both sides (a layout-independent digest,
         a per-rank value such as an RNG state) the two are compared; a name the rank did
-        not save is compared with what any rank saved under it. Local shards never
+        not save is compared with the one copy every saved rank held (copies that differ
+        are :meth:`foreign_copies`, not listed here). Local shards never
         compare (their rows depend on the layout): a tensor is covered by its
         whole-tensor digest (``@whole``) or its plain hash.
         """
-        anywhere: dict[str, set[str]] = defaultdict(set)
-        for state in self.saved.values():
-            for name, value in state.items():
-                anywhere[name].add(value)
+        anywhere = self._copies()
         differ: set[str] = set()
         loaded_names: set[str] = set()
         for rank, state in self.loaded.items():
@@ -86,8 +102,11 @@ class LayoutChange:
                 loaded_names.add(name)
                 if is_shard(name) or name not in anywhere:
                     continue
-                if (own[name] != value) if name in own else (value not in anywhere[name]):
-                    differ.add(name)
+                if name in own:
+                    if own[name] != value:
+                        differ.add(name)
+                elif len(anywhere[name]) == 1 and value not in anywhere[name]:
+                    differ.add(name)  # per-rank copies that differ: foreign_copies()
         mine = {tensor_of(n) for n in loaded_names}
         ref = {tensor_of(n) for n in anywhere}
         compared = {tensor_of(n) for n in loaded_names & anywhere.keys() if not is_shard(n)}
@@ -97,6 +116,41 @@ class LayoutChange:
             sorted(ref - mine),
             sorted((mine & ref) - compared),
         )
+
+    def foreign_copies(self) -> list[ForeignCopy]:
+        """The ranks that loaded a name they did not save whose saved copies differ.
+
+        An untagged name hashes what the rank holds whole; when the saved ranks hold
+        different copies of it, it is state of one rank (an RNG, a data position), and a
+        rank without its own copy (a new rank of a grown world) restored another rank's
+        (or none): whichever it holds, it is not its own. Local shards are not per-rank
+        state but rows of a tensor, compared through its ``@whole`` digest.
+        """
+        anywhere = self._copies()
+        out: list[ForeignCopy] = []
+        for rank, state in sorted(self.loaded.items()):
+            own = self.saved.get(rank, {})
+            names = sorted(
+                name
+                for name in state
+                if not is_shard(name) and name not in own and len(anywhere.get(name, ())) > 1
+            )
+            if not names:
+                continue
+            holders = sorted(r for r, saved in self.saved.items() if saved.keys() & names)
+            taken = tuple(
+                next((r for r in holders if self.saved[r].get(n) == state[n]), None) for n in names
+            )
+            out.append(ForeignCopy(rank, tuple(names), tuple(holders), taken))
+        return out
+
+    def _copies(self) -> dict[str, set[str]]:
+        """Name -> every hash a saved rank logged under it."""
+        anywhere: dict[str, set[str]] = defaultdict(set)
+        for state in self.saved.values():
+            for name, value in state.items():
+                anywhere[name].add(value)
+        return anywhere
 
 
 class RestoreLayouts:

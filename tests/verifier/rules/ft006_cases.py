@@ -191,14 +191,17 @@ HALVES = ((0, "[0:4]"), (1, "[4:8]"))
 """Two FSDP ranks' rows of an 8-row tensor."""
 
 
-def _saved_by_fsdp(b: RunBuilder, per_rank: dict[str, str] | None = None) -> Incarnation:
+def _saved_by_fsdp(
+    b: RunBuilder, per_rank: dict[str, str] | None = None, shared: dict[str, str] | None = None
+) -> Incarnation:
     """Incarnation 0: one cell sharded over 2 ranks saves checkpoint 0 (each rank its rows
-    and the whole-tensor digests), then incarnation 1 resumes from it."""
+    and the whole-tensor digests; ``per_rank`` values suffixed with the rank, ``shared``
+    ones as they are), then incarnation 1 resumes from it."""
     run = b.start()
     run.train(0, [0, 1, 2])
     ref = CheckpointRef(iteration=0, incarnation=0)
     for rank, rows in HALVES:
-        saved = {f"param/w@rows{rows}": f"shard{rank}", "param/w@whole": "W"}
+        saved = {f"param/w@rows{rows}": f"shard{rank}", "param/w@whole": "W", **(shared or {})}
         saved.update({name: f"{value}{rank}" for name, value in (per_rank or {}).items()})
         run.checksum(0, 0, saved, rank=rank, when=AT_SAVE, checkpoint=ref)
     run.checkpoint(0)
@@ -261,6 +264,48 @@ def per_rank_state_shrink(*, swapped: bool) -> Build:
         again.finish()
 
     return build
+
+
+QUARTERS = ((0, "[0:2]"), (1, "[2:4]"), (2, "[4:6]"), (3, "[6:8]"))
+"""Four FSDP ranks' rows of the same 8-row tensor."""
+
+
+def per_rank_state_grow(*, per_rank: str, taken_from: int | None = 0) -> Build:
+    """2 FSDP ranks resume on 4 (the world grew): ranks 2 and 3 saved nothing. ``per_rank``
+    is ``"differ"`` (each saved rank its own ``stateful/rng``: the new ranks take rank
+    ``taken_from``'s copy, or a fresh state with None) or ``"same"`` (an LR scheduler
+    every saved rank held identically, which the new ranks restore: correct)."""
+
+    def build(b: RunBuilder) -> None:
+        if per_rank == "differ":
+            name, again = "stateful/rng", _saved_by_fsdp(b, per_rank={"stateful/rng": "s"})
+        else:
+            name = "stateful/lr_scheduler"
+            again = _saved_by_fsdp(b, shared={name: "s"})
+        for rank, rows in QUARTERS:
+            loaded = {f"param/w@rows{rows}": f"quarter{rank}", "param/w@whole": "W"}
+            if per_rank == "same":
+                loaded[name] = "s"
+            elif rank < 2:
+                loaded[name] = f"s{rank}"
+            else:
+                loaded[name] = "fresh" if taken_from is None else f"s{taken_from}"
+            again.checksum(1, 0, loaded, rank=rank, when=AFTER_LOAD)
+        again.train(1, [3, 4, 5])
+        again.finish()
+
+    return build
+
+
+def per_rank_state_reordered(b: RunBuilder) -> None:
+    """The same 2 ranks resume, but rank 0 loads rank 1's file and rank 1 rank 0's."""
+    again = _saved_by_fsdp(b, {"stateful/rng": "s"})
+    for rank, rows in HALVES:
+        loaded = {f"param/w@rows{rows}": f"shard{rank}", "param/w@whole": "W"}
+        loaded["stateful/rng"] = f"s{1 - rank}"
+        again.checksum(1, 0, loaded, rank=rank, when=AFTER_LOAD)
+    again.train(1, [3, 4, 5])
+    again.finish()
 
 
 def shards_only(b: RunBuilder) -> None:
@@ -361,6 +406,40 @@ CASES: tuple[Case, ...] = (
         "a world-size shrink restoring another rank's state",
         per_rank_state_shrink(swapped=True),
         (Expect(cell=0, kind="restore_mismatch", text="stateful/rng"),),
+    ),
+    Case(
+        "a world-size grow restoring state every saved rank held",
+        per_rank_state_grow(per_rank="same"),
+    ),
+    Case(
+        "a world-size grow restoring one saved rank's per-rank state on the new ranks",
+        per_rank_state_grow(per_rank="differ"),
+        tuple(
+            Expect(
+                cell=0,
+                kind="foreign_copy",
+                text=f"rank {r} of cell 0 in incarnation 1 loaded checkpoint 0 (saved by "
+                "incarnation 0) without a saved copy of its own of [stateful/rng]: ranks 0, 1 "
+                f"saved different copies (state of one rank), so none is rank {r}'s (it holds "
+                "rank 0's copy of stateful/rng)",
+            )
+            for r in (2, 3)
+        ),
+    ),
+    Case(
+        "a world-size grow giving the new ranks fresh per-rank state",
+        per_rank_state_grow(per_rank="differ", taken_from=None),
+        tuple(
+            Expect(cell=0, kind="foreign_copy", text="stateful/rng matches no copy") for _ in (2, 3)
+        ),
+    ),
+    Case(
+        "the same ranks restoring each other's per-rank state",
+        per_rank_state_reordered,
+        tuple(
+            Expect(cell=0, kind="restore_mismatch", text="hash differently [stateful/rng]")
+            for _ in (0, 1)
+        ),
     ),
     Case(
         "a resharded restore without whole-tensor digests",

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG, tensor_of
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
-from ftaudit.verifier.restore_layouts import RestoreLayouts
+from ftaudit.verifier.restore_layouts import LayoutChange, RestoreLayouts
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
 EVENTS = """
@@ -139,7 +139,10 @@ class Checksums(Rule):
     tensors or other rows) is compared as a whole (:mod:`ftaudit.verifier.restore_layouts`):
     each tensor's layout-independent hashes across its ranks. A local shard's hash (a
     name tagged ``@rows[a:b]``, FSDP2) is compared only with the same shard; after a
-    resharding the whole-tensor digests (``@whole``) compare.
+    resharding the whole-tensor digests (``@whole``) compare. A rank the save did not
+    have (the world grew) restores an untagged name only from copies every saved rank
+    held identically: where the saved ranks' copies differ, the state is one rank's
+    (an RNG, a loader position) and no copy is the new rank's.
 
     Fails::
 
@@ -147,10 +150,16 @@ class Checksums(Rule):
         step 3: trainer_weight_checksum after_step cell 1 rank 0 {w: "ab", exp_avg: "11"}
         -> FT006: rank 0 of cell 1 differs from cell 0 after step 3 in [w]
 
+        checkpoint 1 at_save rank 0 {rng: "r0"}, rank 1 {rng: "r1"}
+        incarnation 1 after_load rank 0 {rng: "r0"}, rank 1 {rng: "r1"}, rank 2 {rng: "r0"}
+        -> FT006: rank 2 of cell 0 loaded checkpoint 1 without a saved copy of its own of
+           [rng]: ranks 0, 1 saved different copies
+
     Passes::
 
         step 3: ... cell 1 rank 0 {w: "aa", exp_avg: "11"}
         (rank 1 of cell 0 may hold other hashes: it is a different shard)
+        incarnation 1 after_load rank 2 {sched: "s"}   (ranks 0 and 1 saved sched "s")
     """
 
     code = "FT006"
@@ -159,6 +168,7 @@ class Checksums(Rule):
         "replica_mismatch": "the same rank of two cells holds different state at one point",
         "restore_mismatch": "a rank loaded other state than its checkpoint recorded at save",
         "heal_mismatch": "a healed rank does not hold what its source rank held",
+        "foreign_copy": "a rank that saved no copy of per-rank state restored another rank's",
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
@@ -219,6 +229,7 @@ class Checksums(Rule):
                 )
             )
         for change in layouts.changed.values():
+            out += self._foreign_copies(change)
             differ, only_loaded, only_saved, uncompared = change.diff()
             detail = _diff_text(differ, only_loaded, only_saved, "loaded", "saved")
             if uncompared:
@@ -239,6 +250,33 @@ class Checksums(Rule):
                     kind="restore_mismatch",
                     location=Location(
                         change.step, incarnation=change.incarnation, cell=change.cell
+                    ),
+                )
+            )
+        return out
+
+    def _foreign_copies(self, change: LayoutChange) -> list[Violation]:
+        out = []
+        for copy in change.foreign_copies():
+            took = "; ".join(
+                f"it holds rank {r}'s copy of {n}" if r is not None else f"{n} matches no copy"
+                for n, r in zip(copy.names, copy.taken_from, strict=True)
+            )
+            saved_by = ", ".join(map(str, copy.saved_by))
+            out.append(
+                self.violation(
+                    f"rank {copy.rank} of cell {change.cell} in incarnation "
+                    f"{change.incarnation} loaded checkpoint {change.iteration} (saved by "
+                    f"incarnation {change.saved_by}) without a saved copy of its own of "
+                    f"{name_list(list(copy.names))}: ranks {saved_by} saved different copies "
+                    f"(state of one rank), so none is rank {copy.rank}'s ({took}); resume on "
+                    "the saved ranks, or restore this state another way",
+                    kind="foreign_copy",
+                    location=Location(
+                        change.step,
+                        incarnation=change.incarnation,
+                        cell=change.cell,
+                        rank=copy.rank,
                     ),
                 )
             )
