@@ -41,8 +41,7 @@ def _finding(v: Violation) -> tuple[object, ...]:
     Not the cell nor the kind: a rule whose baseline lies outside the incremental window
     names the other side or another cause. FT012 compares a changed parameter manifest
     with the earliest one loaded (offline, incarnation 0's; live, another cell of the
-    same incarnation); FT008 without the incarnation's data order in the window reports
-    ``content_disagrees`` where the whole log shows ``wrong_item``.
+    same incarnation).
     """
     return (v.code, v.location.step, v.location.incarnation)
 
@@ -161,24 +160,8 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(tmp_path: Path) 
     assert opened <= 4  # moved, not reloaded: new columns (a checkpoint's) or a head re-read
 
 
-LIVE_GAPS = {
-    "wrong_items_after_resume": "FT008 in an incremental window: the incarnation's data "
-    "order lies outside it, so steps 28-33 read as matching; the final verdict catches them",
-}
-"""Bugs whose live findings fall short of the offline ones (known gaps, also of
-``ft-verify --since-step``); strict: the test fails once a gap is closed."""
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "bug",
-    [
-        pytest.param(b.name, marks=pytest.mark.xfail(reason=LIVE_GAPS[b.name], strict=True))
-        if b.name in LIVE_GAPS
-        else b.name
-        for b in BUGS
-    ],
-)
+@pytest.mark.parametrize("bug", [b.name for b in BUGS])
 def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str) -> None:
     followed = _follow(tmp_path / "run", dataclasses.replace(SHAPE, bug=bug), every=4)
     _check_agreement(followed)

@@ -11,9 +11,10 @@ compares step K's rows with the allocations of the last ``keep = 0.7 B`` ring po
 so ``T`` is the step of the oldest allocation whose ids are still in the active window
 of the first new step (found by walking the drivers' files backwards by counter), less
 one for the checkpoint a resumed incarnation loaded. Besides the suffixes, each
-driver's first segment is read for its ``run_started`` event alone (the committed
-history needs every incarnation's resume point): those "head" segments lose every other
-row once loaded.
+driver's first segment is read for its ``run_started`` event (the committed history
+needs every incarnation's resume point), and every earlier segment whose footer lists a
+data declaration (:data:`DECLARATIONS`: FT008 maps a sample index to its item through
+them) for those: these "head" segments keep only :data:`HEAD` rows once loaded.
 """
 
 from __future__ import annotations
@@ -40,13 +41,20 @@ from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.verifier.ring import keep_size
 
-WITNESS_WINDOW = ("sample_advantage_summary", "witness_snapshot")
+DECLARATIONS = ("data_manifest", "data_order")
+"""Events that carry no step yet hold for the whole incarnation: the dataset and the order
+it is read in. A window keeps them from every segment before it."""
+
+HEAD = ("run_started", *DECLARATIONS)
+"""What a head segment (before the window) is read for."""
+
+WITNESS_WINDOW = ("sample_advantage_summary", "witness_snapshot", *DECLARATIONS)
 """What the witness rule needs from a trainer's steps before ``since - 1``: the excused
 samples of the allocations still in the active window, and the instances each cell
 snapshotted (an instance a resumed incarnation has and the one it resumed from had not
-starts from zero rows). The drivers' allocations are read whole; every other row of a
-trainer matters from the step before ``since`` on (the checkpoint a resumed incarnation
-loaded, the counters a step grew from)."""
+starts from zero rows); and the :data:`DECLARATIONS`. The drivers' allocations are read
+whole; every other row of a trainer matters from the step before ``since`` on (the
+checkpoint a resumed incarnation loaded, the counters a step grew from)."""
 
 _ALLOC = default_registry["witness_allocated"]
 _START = default_registry["run_started"]
@@ -68,7 +76,7 @@ class IncrementalScope:
     last_seq: dict[str, int]
     """Per writer, its last sequence number on disk (from its last footer)."""
     head_only: frozenset[str]
-    """Segments read only for their ``run_started`` row (paths)."""
+    """Segments read only for their :data:`HEAD` rows (paths)."""
     total_segments: int
     """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
     witness_only: frozenset[str] = frozenset()
@@ -250,6 +258,11 @@ def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     return max(lookback - 1, 0)
 
 
+def _declares(info: SegmentInfo) -> bool:
+    """Whether the segment's footer lists a :data:`DECLARATIONS` event."""
+    return any(t in DECLARATIONS for t in info.meta.types)
+
+
 def select(
     run_dir: str | os.PathLike[str],
     since: int,
@@ -277,9 +290,13 @@ def select(
         last = files[-1]
         last_seq[writer] = last.first_seq + last.md.num_rows - 1
         i = _suffix(files, lookback)
-        if writer in drivers and i > 0:
-            chosen.append(cache.info(files[0].listed))
-            heads.add(str(files[0].path))
+        before = [
+            f
+            for j, f in enumerate(files[:i])
+            if (j == 0 and writer in drivers) or _declares(cache.info(f.listed))
+        ]
+        chosen += [cache.info(f.listed) for f in before]
+        heads.update(str(f.path) for f in before)
         if i < len(files):
             first_seq[writer] = files[i].first_seq
         if writer not in drivers:

@@ -30,7 +30,7 @@ from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
-from ftaudit.verifier.incremental import WITNESS_WINDOW
+from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.validation import check_rows
 from ftaudit.verifier.views import create_history_views
 
@@ -81,7 +81,7 @@ class Session:
         """Scan and check the run, then load its segments; raises ``UnusableInputError``.
 
         An incremental verification passes the ``scan`` of the segments it needs, the
-        ``head_only`` segments of which only the ``run_started`` rows are kept, and the
+        ``head_only`` segments of which only the :data:`HEAD` rows are kept, and the
         ``witness_only`` ones of which only the :data:`WITNESS_WINDOW` rows are.
         """
         partial = _partial(head_only, witness_only)
@@ -192,7 +192,7 @@ def _partial(
     head_only: Collection[str], witness_only: Collection[str]
 ) -> dict[str, tuple[str, ...]]:
     kept = dict.fromkeys(witness_only, WITNESS_WINDOW)
-    kept.update(dict.fromkeys(head_only, ("run_started",)))
+    kept.update(dict.fromkeys(head_only, HEAD))
     return kept
 
 

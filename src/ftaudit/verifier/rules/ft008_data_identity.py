@@ -88,11 +88,6 @@ class DataIdentity(Rule):
 
     def check(self, ctx: RunContext) -> RuleOutcome:
         fed = load_fed(ctx)
-        if ctx.scope is not None:
-            # the declarations (manifest, orders, loader states) carry no step, so the
-            # segments an incremental window loads may miss them: judge agreement only
-            out = self._agreement(ctx, fed, np.zeros(len(fed), dtype=bool), None)
-            return RuleOutcome(len(fed), tuple(out), note=_INCREMENTAL)
         orders = load_orders(ctx)
         found = self._manifest(ctx, load_manifests(ctx))
         manifest = found.manifest
@@ -100,9 +95,15 @@ class DataIdentity(Rule):
         stream = StreamMap(orders, size)
         out: list[Violation] = [*found.problems]
         out += self._orders(ctx, orders)
-        out += self._loader_states(ctx, load_loader_states(ctx), stream)
+        note = found.note
+        if ctx.scope is None:
+            out += self._loader_states(ctx, load_loader_states(ctx), stream)
+        else:
+            # an incremental window holds every declaration (the incremental module keeps
+            # them from the segments before it) but not the committed stream before it
+            note = f"{note}; {_INCREMENTAL}"
         if not len(fed):
-            note = f"the run logs no sample fingerprints, nothing was compared ({found.note})"
+            note = f"the run logs no sample fingerprints, nothing was compared ({note})"
             return RuleOutcome(0, tuple(out), note=note)
         committed = np.isin(fed.key, [i for i, k in enumerate(fed.keys) if k in ctx.committed_keys])
         epochs, items = stream.locate(fed.position)
@@ -121,7 +122,7 @@ class DataIdentity(Rule):
             known = (items >= 0) & (items < manifest.size)
             matches = known & (fed.fingerprint == manifest.fingerprints[np.where(known, items, 0)])
         out += self._agreement(ctx, fed, wrong, matches)
-        return RuleOutcome(int(committed.sum()), tuple(out), note=found.note)
+        return RuleOutcome(int(committed.sum()), tuple(out), note=note)
 
     # -- the dataset: which manifest, if any ------------------------------------------
 
@@ -473,6 +474,8 @@ class DataIdentity(Rule):
         out = []
         for key, parts in allocations.items():
             incarnation, step, attempt = key
+            if step < ctx.since:
+                continue  # incremental: its samples' rows lie before the window
             allocated = _unique(np.concatenate(parts))
             seen = by_key.get(key, np.empty(0, dtype=np.int64))
             missing = np.setdiff1d(allocated, seen, assume_unique=True)
@@ -574,8 +577,8 @@ class DataIdentity(Rule):
 
 
 _INCREMENTAL = (
-    "incremental verification: checked only that the loaded steps fed one content per sample "
-    "index; a full ft-verify checks them against the manifest and the declared order"
+    "incremental verification: the loaded steps only (loader states and repeats of a "
+    "content before them are checked by a full ft-verify)"
 )
 _NO_MANIFEST = (
     "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
