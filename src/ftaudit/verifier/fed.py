@@ -16,14 +16,36 @@ import pyarrow.compute as pc
 
 from ftaudit.eventlog.arrays import int64_numpy
 from ftaudit.verifier.context import RunContext, StepKey
+from ftaudit.verifier.spans import multiply_covered
 
 UNKNOWN = -1
 """An item or epoch that nothing in the run determines."""
 
 
 @dataclass(frozen=True)
+class FedRuns:
+    """The fed samples as the runs of stream positions the rows logged them in.
+
+    Run ``r`` fed positions ``start[r] .. start[r] + length[r] - 1``, which are the fed
+    samples ``first[r] .. first[r] + length[r] - 1``; ``key`` is the run's attempt (an
+    index into :attr:`FedSamples.keys`). A run's samples are contiguous in the flat
+    arrays, so questions about overlapping positions cost O(runs), not O(samples).
+    """
+
+    start: np.ndarray
+    length: np.ndarray
+    first: np.ndarray
+    key: np.ndarray
+
+
+@dataclass(frozen=True)
 class FedSamples:
-    """Every fed sample of the run, one entry per (event, sample), as parallel arrays."""
+    """Every fed sample of the run, one entry per (event, sample), as parallel arrays.
+
+    Samples are grouped by attempt in key order (``key`` never decreases): the rows are
+    read ordered by incarnation, step and attempt. ``key``, ``cell`` and ``rank`` are
+    int32: at 41 M fed samples every byte per sample is 41 MB.
+    """
 
     position: np.ndarray
     fingerprint: np.ndarray
@@ -34,9 +56,44 @@ class FedSamples:
     cell: np.ndarray
     rank: np.ndarray
     keys: tuple[StepKey, ...]
+    runs: FedRuns
 
     def __len__(self) -> int:
         return int(self.position.size)
+
+    def key_bounds(self) -> np.ndarray:
+        """``bounds[k] .. bounds[k + 1]``: the samples of attempt ``keys[k]``."""
+        return np.searchsorted(self.key, np.arange(len(self.keys) + 1), side="left")
+
+    def fed_twice(self, keys: np.ndarray | None = None) -> np.ndarray:
+        """The samples (ascending indices) at positions that two or more runs fed.
+
+        Only runs of the attempts where ``keys`` (a mask over :attr:`keys`) is True
+        count, and only their samples are returned. Every position fed more than once
+        lies in such a run, so a check of repeated positions may look at these alone.
+        """
+        runs = self.runs
+        chosen = np.ones(runs.key.size, dtype=bool) if keys is None else keys[runs.key]
+        start, length, first = runs.start[chosen], runs.length[chosen], runs.first[chosen]
+        end = start + length
+        twice = multiply_covered(start, end)
+        if not twice:
+            return np.empty(0, dtype=np.int64)
+        # each run against the spans fed twice that it overlaps
+        lo = np.searchsorted(twice.ends, start, side="right")
+        count = np.maximum(np.searchsorted(twice.starts, end, side="left") - lo, 0)
+        run = np.repeat(np.arange(start.size), count)
+        span = lo[run] + np.arange(run.size) - np.repeat(np.cumsum(count) - count, count)
+        a = np.maximum(start[run], twice.starts[span])
+        b = np.minimum(end[run], twice.ends[span])
+        return np.sort(_expand(first[run] + a - start[run], b - a))
+
+
+def _expand(firsts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``concat(arange(f, f + n) for f, n in zip(firsts, lengths))`` in one numpy pass."""
+    total = int(lengths.sum())
+    offsets = np.repeat(firsts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return offsets + np.arange(total, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -101,7 +158,9 @@ def load_fed(ctx: RunContext) -> FedSamples:
     )
     if not table.num_rows:
         empty = np.empty(0, dtype=np.int64)
-        return FedSamples(empty, empty, empty, empty, empty, empty, ())
+        small = empty.astype(np.int32)
+        runs = FedRuns(empty, empty, empty, small)
+        return FedSamples(empty, empty, empty, small, small, small, (), runs)
     n, n_items = int64_numpy(table.column("n")), int64_numpy(table.column("n_items"))
     inc, step, attempt = (
         int64_numpy(table.column(c), null=UNKNOWN) for c in ("incarnation", "step", "attempt")
@@ -117,20 +176,27 @@ def load_fed(ctx: RunContext) -> FedSamples:
     )
     starts = int64_numpy(pc.list_flatten(table.column("starts")))
     lengths = int64_numpy(pc.list_flatten(table.column("lengths")))
-    total = int(lengths.sum())
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    position = offsets + np.arange(total, dtype=np.int64)
+    run_first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    position = _expand(starts, lengths)
+    total = position.size
+    per_row = int64_numpy(pc.list_value_length(table.column("starts")), null=0)
+    runs = FedRuns(starts, lengths, run_first, np.repeat(row_key, per_row).astype(np.int32))
     claimed = np.full(total, UNKNOWN, dtype=np.int64)
     with_items = np.repeat(n_items > 0, n)
     claimed[with_items] = int64_numpy(pc.list_flatten(table.column("items")))
+    fingerprint = int64_numpy(pc.list_flatten(table.column("fingerprints")))
+    cell = int64_numpy(table.column("cell")).astype(np.int32)
+    rank = int64_numpy(table.column("rank"), null=0).astype(np.int32)
+    del table  # its Arrow buffers are as large as the arrays: free them before repeating
     return FedSamples(
         position,
-        int64_numpy(pc.list_flatten(table.column("fingerprints"))),
+        fingerprint,
         claimed,
-        np.repeat(row_key, n),
-        np.repeat(int64_numpy(table.column("cell")), n),
-        np.repeat(int64_numpy(table.column("rank"), null=0), n),
+        np.repeat(row_key.astype(np.int32), n),
+        np.repeat(cell, n),
+        np.repeat(rank, n),
         keys,
+        runs,
     )
 
 
@@ -198,6 +264,12 @@ class StreamMap:
         self.dataset_size = dataset_size
         self._starts = np.asarray([o.start for o in self.reference.values()], dtype=np.int64)
         self._ends = np.asarray([o.end for o in self.reference.values()], dtype=np.int64)
+        self._epochs = np.asarray(list(self.reference), dtype=np.int64)
+        sizes = [o.items.size for o in self.reference.values()]
+        self._offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self._items = np.concatenate(
+            [o.items for o in self.reference.values()] or [np.empty(0, np.int64)]
+        ).astype(np.int64)
 
     @property
     def declared(self) -> bool:
@@ -213,11 +285,11 @@ class StreamMap:
             return epochs, items
         at = np.searchsorted(self._starts, positions, side="right") - 1
         inside = (at >= 0) & (positions < self._ends[np.maximum(at, 0)])
-        orders = list(self.reference.values())
-        for k in np.unique(at[inside]).tolist():
-            mask = inside & (at == k)
-            epochs[mask] = orders[k].epoch
-            items[mask] = orders[k].items[positions[mask] - orders[k].start]
+        # one gather from every epoch's items laid end to end, not one pass per epoch
+        # (a long run declares hundreds of epochs)
+        at = at[inside]
+        epochs[inside] = self._epochs[at]
+        items[inside] = self._items[self._offsets[at] + positions[inside] - self._starts[at]]
         return epochs, items
 
     def epoch_after(self, position: int) -> int | None:

@@ -105,7 +105,8 @@ class DataIdentity(Rule):
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
             return RuleOutcome(0, tuple(out), note=note)
-        committed = np.isin(fed.key, [i for i, k in enumerate(fed.keys) if k in ctx.committed_keys])
+        committed_key = np.asarray([k in ctx.committed_keys for k in fed.keys], dtype=bool)
+        committed = committed_key[fed.key]
         epochs, items = stream.locate(fed.position)
         # where no order is declared, the loader's own per-sample claim maps the position
         claimed = (items == UNKNOWN) & (fed.claimed_item != UNKNOWN)
@@ -116,7 +117,7 @@ class DataIdentity(Rule):
             out += problems
         out += self._claims(ctx, fed, committed, stream)
         out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
-        out += self._coverage(ctx, fed, committed)
+        out += self._coverage(ctx, fed, committed_key)
         matches = None
         if manifest is not None:
             known = (items >= 0) & (items < manifest.size)
@@ -367,7 +368,7 @@ class DataIdentity(Rule):
         manifest: DatasetManifest | None,
     ) -> list[Violation]:
         """Within an epoch, one content trained twice: at two positions, or by two cells."""
-        rows = np.flatnonzero(mask & (epochs != UNKNOWN))
+        rows = _duplicate_candidates(fed, mask & (epochs != UNKNOWN), epochs, manifest)
         if rows.size == 0:
             return []
         # sorted by (epoch, fingerprint, position, cell), the first feeding of each first
@@ -455,15 +456,16 @@ class DataIdentity(Rule):
             sample_indices=positions,
         )
 
-    def _coverage(self, ctx: RunContext, fed: FedSamples, committed: np.ndarray) -> list[Violation]:
+    def _coverage(
+        self, ctx: RunContext, fed: FedSamples, committed_key: np.ndarray
+    ) -> list[Violation]:
         """Committed samples without a fingerprint, and fed samples outside the allocation."""
-        by_key: dict[StepKey, np.ndarray] = {}
-        order = np.argsort(fed.key, kind="stable")  # one pass, not one scan per attempt
-        wanted = np.unique(fed.key[committed])
-        lo = np.searchsorted(fed.key[order], wanted, side="left")
-        hi = np.searchsorted(fed.key[order], wanted, side="right")
-        for key_index, a, b in zip(wanted.tolist(), lo.tolist(), hi.tolist(), strict=True):
-            by_key[fed.keys[key_index]] = _unique(fed.position[order[a:b]])
+        # the samples are grouped by attempt: one slice per committed attempt
+        bounds = fed.key_bounds()
+        by_key = {
+            fed.keys[k]: _unique(fed.position[bounds[k] : bounds[k + 1]])
+            for k in np.flatnonzero(committed_key).tolist()
+        }
         normal = {s.key: all(c.all_normal for c in s.cells.values()) for s in ctx.committed}
         # an attempt may allocate once per micro-batch (gradient accumulation): its
         # allocation is the union of them
@@ -478,6 +480,8 @@ class DataIdentity(Rule):
                 continue  # incremental: its samples' rows lie before the window
             allocated = _unique(np.concatenate(parts))
             seen = by_key.get(key, np.empty(0, dtype=np.int64))
+            if np.array_equal(allocated, seen):
+                continue  # the usual case, without two set differences
             missing = np.setdiff1d(allocated, seen, assume_unique=True)
             extra = np.setdiff1d(seen, allocated, assume_unique=True)
             where = _key_text(ctx, key)
@@ -518,7 +522,10 @@ class DataIdentity(Rule):
         """Every feeding of one position (any cell, attempt, incarnation) has one content."""
         if not len(fed):
             return []
-        order = np.lexsort((fed.fingerprint, fed.position))
+        # only a position fed twice can disagree: sort those samples, not all of them
+        # (in the same order as a sort of all, as ``candidates`` ascend)
+        candidates = fed.fed_twice()
+        order = candidates[np.lexsort((fed.fingerprint[candidates], fed.position[candidates]))]
         pos, fp = fed.position[order], fed.fingerprint[order]
         clash = (pos[1:] == pos[:-1]) & (fp[1:] != fp[:-1])
         skip = set(fed.position[explained].tolist())
@@ -591,6 +598,54 @@ def _groups(fed: FedSamples, mask: np.ndarray) -> dict[tuple[int, int], list[int
     for row in np.flatnonzero(mask).tolist():
         groups[(int(fed.key[row]), int(fed.cell[row]))].append(row)
     return dict(sorted(groups.items(), key=lambda kv: fed.keys[kv[0][0]][1:] + kv[0]))
+
+
+def _duplicate_candidates(
+    fed: FedSamples, mask: np.ndarray, epochs: np.ndarray, manifest: DatasetManifest | None
+) -> np.ndarray:
+    """The samples of ``mask`` (ascending) that may share an (epoch, content) group with
+    another: every member of each such group, so the groups judged are whole.
+
+    Sorting every committed sample by four keys cost most of FT008's time and memory.
+    Without a manifest, any group of two or more may be a finding: the samples whose
+    (epoch, fingerprint) hash occurs twice are kept (a hash collision only adds whole
+    groups). With one, only a group holding one position fed by two cells is (a
+    content at two positions matched its own item each): the contents fed at positions
+    that two committed runs fed, and every sample of those contents.
+    """
+    if manifest is None:
+        rows = np.flatnonzero(mask)
+        mixed = fed.fingerprint[rows].view(np.uint64) ^ (
+            epochs[rows].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        )
+        return rows[_repeated(mixed)]
+    twice = fed.fed_twice(_keys_of(fed, mask))
+    twice = twice[mask[twice]]
+    if twice.size == 0:
+        return twice
+    contents = np.unique(fed.fingerprint[twice])
+    rows = np.flatnonzero(mask)
+    return rows[_member(fed.fingerprint[rows], contents)]
+
+
+def _keys_of(fed: FedSamples, mask: np.ndarray) -> np.ndarray:
+    """Over :attr:`FedSamples.keys`: whether any sample of ``mask`` has that attempt."""
+    return np.bincount(fed.key[mask], minlength=len(fed.keys)) > 0
+
+
+def _repeated(values: np.ndarray) -> np.ndarray:
+    """A mask over ``values``: those that occur more than once."""
+    ordered = np.sort(values)
+    again = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    return _member(values, again)
+
+
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """A mask over ``values``: those in ``sorted_set`` (sorted, unique), by binary search."""
+    if sorted_set.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values
 
 
 def _unique(values: np.ndarray) -> np.ndarray:
