@@ -10,8 +10,30 @@ from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.restore_layouts import LayoutChange, RestoreLayouts
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
 
-EVENTS = """
+TRAINED = """
+    SELECT writer, seq, step, type IN ('witness_snapshot', 'witness_gradient',
+                                       'sample_advantage_summary', 'step_applied') AS trained
+    FROM events WHERE step IS NOT NULL AND type <> 'trainer_weight_checksum'
+    UNION ALL
+    SELECT writer, seq, step, "when" = 'after_step' FROM trainer_weight_checksum
+    WHERE step IS NOT NULL"""
+"""Every stepped event of a writer; ``trained``: it exists only because the rank trained
+that step (an after-step checksum, a snapshot, a witness gradient, a sample summary, an
+applied step)."""
+
+NEXT_AFTER_RESTORE = f"""
+    SELECT r.writer, r.seq,
+           arg_min(t.step, t.seq) FILTER (t.trained) AS next_trained,
+           bool_or(t.step > r.step) AS moved_on
+    FROM trainer_weight_checksum r JOIN ({TRAINED}) t ON t.writer = r.writer AND t.seq > r.seq
+    WHERE r."when" IN ('after_heal', 'after_load') AND r.step IS NOT NULL
+    GROUP BY ALL"""
+"""For each heal or load at a step: the step its rank trained next (its first training
+evidence after it), and whether it logged anything of a later step after it."""
+
+EVENTS = f"""
     CREATE OR REPLACE TEMP VIEW _ft006_events AS
+    WITH next AS ({NEXT_AFTER_RESTORE})
     SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
            c.cell, c.rank, c.heal_source AS source_cell, c.writer, c.seq, c.segment,
            coalesce(c.checkpoint.iteration, i.resumed_iteration) AS ckpt_iteration,
@@ -22,21 +44,25 @@ EVENTS = """
                                            c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth,
            [coalesce(c.step, -1), coalesce(c.attempt, -1),
             CASE WHEN c."when" = 'after_step' THEN 1
-                 WHEN c."when" IN ('after_heal', 'after_load')
-                      AND coalesce(first_value(CASE WHEN c."when" = 'after_step' THEN c.step END
-                                               IGNORE NULLS)
-                                       OVER (PARTITION BY c.writer ORDER BY c.seq ROWS BETWEEN
-                                             1 FOLLOWING AND UNBOUNDED FOLLOWING),
-                                   c.step) <= c.step THEN 0
+                 WHEN c."when" IN ('after_heal', 'after_load') AND c.step IS NOT NULL
+                      AND CASE WHEN n.next_trained IS NOT NULL THEN n.next_trained <= c.step
+                               ELSE NOT coalesce(n.moved_on, false) END THEN 0
                  ELSE 2 END] AS point
     FROM trainer_weight_checksum c
-    LEFT JOIN incarnations i USING (incarnation)"""
+    LEFT JOIN incarnations i USING (incarnation)
+    LEFT JOIN next n ON n.writer = c.writer AND n.seq = c.seq"""
 """One row per checksum event, with the cell every other cell is compared against, and
 its ``point`` in the rank's training: ``[step, attempt, phase]``, ordered as the state
 changed. A step's phases: 0 a heal or load before the step trained (the rank trains this
 step next, or never logs a step again), 1 its ``after_step``, 2 after it trained (a save,
 or a heal or load after which the rank next trains a later step: a checkpoint iteration
-is loaded at its own step)."""
+is loaded at its own step).
+
+Which step a rank trains after a heal or load is read from its own log: its next
+training evidence, or, before that is on disk, any event of a later step (a rank that
+logged a later step without training this one did not train this one after the heal).
+So a live window that holds the healed rank's next step in part (its snapshot sealed,
+its after-step checksum not yet) places the heal as the whole log will."""
 
 TENSORS = f"""
     CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
