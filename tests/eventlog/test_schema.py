@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
+from pydantic import Field
 
 from ftaudit.eventlog import (
     Event,
@@ -18,6 +19,7 @@ from ftaudit.eventlog import (
     default_registry,
     read_records,
 )
+from ftaudit.eventlog.arrow_schema import strip_optional
 from ftaudit.eventlog.events import BUILTIN_EVENTS
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.json")
@@ -126,3 +128,21 @@ def test_registry_refuses_bad_types():
 
     with pytest.raises(TypeError, match="not storable"):
         registry.register(WithUnion)
+
+
+def test_an_optional_constrained_field_is_stored(tmp_path: Path):
+    """``Annotated[X, ...] | None`` is stored as an ``X`` column (one helper,
+    ``strip_optional``, reads annotations for the writer and the validation on read)."""
+
+    class Clipped(Event):
+        type: Literal["clipped"] = "clipped"
+        ratio: Annotated[float, Field(ge=0.0)] | None = None
+        how: Annotated[Literal["norm", "value"], Field(description="clip kind")] | None = None
+
+    registry = EventRegistry(BUILTIN_EVENTS)
+    registry.register(Clipped)
+    with _writer(tmp_path, registry) as writer:
+        writer.log(Clipped(step=3, attempt=0, ratio=0.5, how="norm"))
+    con = connect(tmp_path, registry=registry)
+    assert con.execute("SELECT step, ratio, how FROM clipped").fetchall() == [(3, 0.5, "norm")]
+    assert strip_optional(Clipped.model_fields["how"].annotation) == Literal["norm", "value"]

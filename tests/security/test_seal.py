@@ -9,6 +9,7 @@ them. With a key the seal is signed: a seal edited without the key is refused.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from ftaudit.eventlog import Metric, RunLog, Trainer
+from ftaudit.verifier.seal import seal_run, write_seal
 from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import segments
 from tests.support.forge import patch_heads, rechain
@@ -139,3 +141,17 @@ def test_a_bad_seal_file_is_exit_2_naming_it(ftaudit: Invoke, run: Path, tmp_pat
 
 def test_segments_are_listed_explicitly(run: Path) -> None:
     assert segments(run)  # the helper the forgery uses sees the run's files
+
+
+def test_a_seal_is_replaced_whole_never_rewritten_in_place(run: Path, tmp_path: Path) -> None:
+    """A reader holding the old seal (here: a hard link, as an open file would) keeps
+    reading it whole while a new seal is written: the new one is renamed into place."""
+    out = tmp_path / "seal.json"
+    write_seal(seal_run(run, None), out)
+    before = out.read_bytes()
+    reader = tmp_path / "held.json"
+    os.link(out, reader)
+    write_seal(seal_run(run, KEY.encode()), out)
+    assert reader.read_bytes() == before
+    assert json.loads(out.read_text())["mac"], "the new seal is in place"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

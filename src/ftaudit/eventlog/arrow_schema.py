@@ -32,15 +32,23 @@ _PRIMITIVES: dict[Any, pa.DataType] = {
 }
 
 
-def _strip_optional(annotation: Any) -> Any:
+def is_optional(annotation: Any) -> bool:
+    """Whether ``annotation`` is a union with ``None`` (``X | None``, ``Optional[X]``)."""
+    origin = get_origin(annotation)
+    return origin in (Union, types.UnionType) and type(None) in get_args(annotation)
+
+
+def strip_optional(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``, at any nesting; anything else as
+    it is. Raises :class:`UnsupportedAnnotation` for another union (not storable)."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
         if len(args) == 1:
-            return args[0]
+            return strip_optional(args[0])
         raise UnsupportedAnnotation(f"unions other than X | None are not storable: {annotation}")
     if origin is typing.Annotated:
-        return _strip_optional(get_args(annotation)[0])
+        return strip_optional(get_args(annotation)[0])
     return annotation
 
 
@@ -53,7 +61,7 @@ def model_fields(
 
 def arrow_type(annotation: Any) -> pa.DataType:
     """The Arrow type that stores values of ``annotation``."""
-    ann = _strip_optional(annotation)
+    ann = strip_optional(annotation)
     if ann in _PRIMITIVES:
         return _PRIMITIVES[ann]
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
@@ -85,7 +93,7 @@ def _mask(values: list[Any]) -> pa.Array | None:
 def _plain(annotation: Any) -> bool:
     """Whether Arrow converts values of ``annotation`` as they are: numbers, strings, lists
     of them (an enum, a datetime, a dict or a model needs the field-by-field path)."""
-    ann = _strip_optional(annotation)
+    ann = strip_optional(annotation)
     if ann in (int, float, bool, str):
         return True
     return get_origin(ann) is list and _plain(get_args(ann)[0])
@@ -101,7 +109,7 @@ def _offsets(items: list[Any]) -> pa.Array:
 
 def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
     """Convert a column of Python values of type ``annotation`` to an Arrow array."""
-    ann = _strip_optional(annotation)
+    ann = strip_optional(annotation)
     typ = arrow_type(ann)
     if ann in _PRIMITIVES:
         return pa.array(values, type=typ)
@@ -111,7 +119,7 @@ def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
     if origin is Literal:
         return pa.array(values, type=typ)
     if origin in (list, tuple):
-        if _strip_optional(get_args(ann)[0]) in _PRIMITIVES:
+        if strip_optional(get_args(ann)[0]) in _PRIMITIVES:
             # lists of numbers or strings (IntRuns' starts and lengths): Arrow's C++
             # converter walks them, NULLs included, 3x faster than flattening in Python
             return pa.array(values, type=typ)
@@ -150,7 +158,7 @@ def from_arrow(value: Any, annotation: Any) -> Any:
     """Undo what ``Array.to_pylist`` changed: maps come back as lists of pairs."""
     if value is None:
         return None
-    ann = _strip_optional(annotation)
+    ann = strip_optional(annotation)
     origin = get_origin(ann)
     if origin in (list, tuple):
         (item_ann,) = get_args(ann)[:1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
@@ -182,6 +182,10 @@ def _source_columns(source: Identity, n: int) -> list[pa.Array]:
     ]
 
 
+FieldValues = Mapping[str, Any]
+"""One event's field values by name, as its model holds them (``vars(event)``)."""
+
+
 def build_table(
     batch: Batch,
     *,
@@ -212,7 +216,7 @@ def build_table(
         events = _with_record_macs(
             events, order, key, run_id=run_id, writer=writer, first_seq=first_seq
         )
-    values = list(map(vars, events))  # a pydantic model keeps its field values in __dict__
+    values: list[FieldValues] = list(map(vars, events))  # a model's values are its __dict__
     columns: list[pa.Array] = [
         _type_column(names, ends),
         pa.array(np.frombuffer(batch.ts_ns, dtype=np.int64)[order] // 1000).cast(
@@ -275,7 +279,7 @@ def _type_column(names: list[str], ends: list[int]) -> pa.Array:
 
 
 def _envelope_int(
-    values: list[dict], contexts: list[StepAttempt], rows: list[int], name: str
+    values: Sequence[FieldValues], contexts: Sequence[StepAttempt], rows: list[int], name: str
 ) -> pa.Array:
     """The events' own ``step`` (or ``attempt``), else that of the step context each was
     logged in (``contexts`` in logging order, ``rows`` the table's); NULL when neither has

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ftaudit.errors import (
     SealError,
 )
+from ftaudit.eventlog.atomic import write_bytes_atomically
 from ftaudit.eventlog.events import WriterHead
 from ftaudit.eventlog.heads import disk_heads
 from ftaudit.eventlog.keys import KEY_ENV, KEY_FILE_ENV, load_key, mac
@@ -70,9 +71,10 @@ def seal_run(run_dir: str | os.PathLike[str], key: bytes | None) -> Seal:
 
 
 def write_seal(seal: Seal, path: str | os.PathLike[str]) -> None:
-    """Write ``seal`` as JSON; raises :class:`SealError` when ``path`` cannot be written."""
+    """Write ``seal`` as JSON, atomically (a reader sees the old seal or the new one, never
+    a torn one); raises :class:`SealError` when ``path`` cannot be written."""
     try:
-        Path(path).write_text(seal.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_bytes_atomically(path, (seal.model_dump_json(indent=2) + "\n").encode())
     except OSError as exc:
         raise SealError(f"cannot write {path}: {exc.strerror or exc}") from None
 

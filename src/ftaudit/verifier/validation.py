@@ -22,15 +22,14 @@ object):
 from __future__ import annotations
 
 import enum
-import types
-import typing
 from collections.abc import Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 import duckdb
 from pydantic import BaseModel
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.arrow_schema import is_optional, strip_optional
 from ftaudit.eventlog.identity import Identity, Trainer
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.reader import SegmentInfo
@@ -52,14 +51,9 @@ ALIGNED = {"witness_allocated": ("num_ids", ("witness_ids", "sample_indices"))}
 """Types whose id sets each hold exactly as many values as a count field says."""
 
 
-def _optional(annotation: Any) -> bool:
-    origin = get_origin(annotation)
-    return origin in (Union, types.UnionType) and type(None) in get_args(annotation)
-
-
 def _is_runs(annotation: Any) -> bool:
     args = [a for a in get_args(annotation) if a is not type(None)]
-    return annotation is IntRuns or (_optional(annotation) and args == [IntRuns])
+    return annotation is IntRuns or (is_optional(annotation) and args == [IntRuns])
 
 
 def _runs_problems(col: str, ring: bool) -> list[tuple[str, str]]:
@@ -86,19 +80,9 @@ def _runs_problems(col: str, ring: bool) -> list[tuple[str, str]]:
     return out
 
 
-def _strip(annotation: Any) -> Any:
-    """``X`` of ``X | None`` or ``Annotated[X, ...]``; anything else as it is."""
-    if get_origin(annotation) is typing.Annotated:
-        return _strip(get_args(annotation)[0])
-    if _optional(annotation):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        return _strip(args[0]) if len(args) == 1 else annotation
-    return annotation
-
-
 def _known(annotation: Any) -> tuple[str, tuple[str, ...]] | None:
     """``(what, known values)`` of an enum or string literal annotation, else None."""
-    ann = _strip(annotation)
+    ann = strip_optional(annotation)
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         return ann.__name__, tuple(str(m.value) for m in ann)
     if get_origin(ann) is Literal:
@@ -109,7 +93,7 @@ def _known(annotation: Any) -> tuple[str, tuple[str, ...]] | None:
 def _unknown_value(expr: str, annotation: Any, depth: int = 0) -> str | None:
     """An SQL condition true where ``expr`` (a value of ``annotation``) holds an enum or
     literal value the model does not know, at any depth; None where it holds none."""
-    ann = _strip(annotation)
+    ann = strip_optional(annotation)
     known = _known(ann)
     if known is not None:
         values = ", ".join(literal(v) for v in known[1])
@@ -134,7 +118,7 @@ def _unknown_value(expr: str, annotation: Any, depth: int = 0) -> str | None:
 
 def _enum_text(annotation: Any) -> str:
     """The known values of the (first) enum or literal inside ``annotation``, for a message."""
-    ann = _strip(annotation)
+    ann = strip_optional(annotation)
     known = _known(ann)
     if known is not None:
         return f"{known[0]} (known: {', '.join(known[1])})"
@@ -176,7 +160,7 @@ def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]
             continue  # an older segment layout: the model's default applies
         col = ident(column)
         required = event_type.model.model_fields[name].is_required()
-        if required and not _optional(annotation):
+        if required and not is_optional(annotation):
             out.append((f"{col} IS NULL", f"field {name!r} is NULL, but it is required"))
         if _is_runs(annotation):
             ring = (event_type.name, name) in RING_IDS
