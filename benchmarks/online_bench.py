@@ -15,7 +15,7 @@ step, keeps a 100,000-step shape to the cost of writing the run.
 
 Run: ``.venv/bin/python benchmarks/online_bench.py [--steps 10000 --at 100,1000,10000]
 [--out benchmarks/results]``; ``--plot-only`` redraws the PNG from the JSON (needs
-matplotlib, which ftaudit does not install).
+matplotlib: the ``bench`` extra).
 """
 
 from __future__ import annotations

@@ -433,7 +433,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two small sizes (a smoke run)")
-    parser.add_argument("--plot", type=Path, help="write a PNG plot here (needs matplotlib)")
+    parser.add_argument("--plot", type=Path, help="write a PNG plot here (extra bench)")
     parser.add_argument("--json", type=Path, help="write the raw rows here")
     parser.add_argument("--json-limit-gb", type=float, default=1.0)
     parser.add_argument(
