@@ -98,12 +98,20 @@ class ApplicationCount(Rule):
             )
             for r in ctx.rows(ALLOCATED, label="FT011 allocations")
         }
+        # every cell and instance of an attempt usually logs the same ids: one difference
+        # per distinct (attempt, ids), not one per row (40 k set operations at 1,000 steps)
+        extras: dict[tuple[object, ...], Spans] = {}
         out = []
         for r in judged_rank_rows(ctx, GRADIENTS, label="FT011 gradients"):
-            own = allocated.get((r.incarnation, r.step, r.attempt))
+            key = (r.incarnation, r.step, r.attempt)
+            own = allocated.get(key)
             if own is None:
                 continue  # no allocation at all: FT009 reports the attempt
-            extra = Spans.from_column(r["nonzero_ids"]) - own
+            ids = r["nonzero_ids"]
+            seen = (key, tuple(ids["starts"]), tuple(ids["lengths"])) if ids else (key,)
+            extra = extras.get(seen)
+            if extra is None:
+                extra = extras[seen] = Spans.from_column(ids) - own
             if not extra:
                 continue
             out.append(
