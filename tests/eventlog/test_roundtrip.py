@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -252,11 +253,40 @@ def test_interleaved_types_in_one_flush_keep_their_order_values_and_steps(
         assert (record.envelope.step, record.envelope.attempt) == steps
 
 
-def test_step_bound_event_without_a_step_is_refused(writer: EventWriter):
-    with pytest.raises(ValueError, match="needs a step"):
-        writer.log(
-            WitnessSnapshot(cell=0, instance="x", nonzero_ids=IntRuns(), stale_ids=IntRuns())
-        )
+@pytest.mark.parametrize(
+    ("own", "context", "stored"),
+    [
+        ((None, None), None, None),
+        ((1, None), None, None),
+        ((None, 0), None, None),
+        ((1, 0), None, (1, 0)),
+        ((None, None), (3, 1), (3, 1)),
+        ((1, None), (3, 1), (1, 1)),
+        ((1, 0), (3, 1), (1, 0)),
+    ],
+)
+def test_step_bound_event_needs_a_step_and_an_attempt_from_itself_or_its_context(
+    writer: EventWriter,
+    tmp_path: Path,
+    own: tuple[int | None, int | None],
+    context: tuple[int, int] | None,
+    stored: tuple[int, int] | None,
+):
+    """Refused (None stored) unless the event or the step context gives each of the two;
+    the event's own values win."""
+    step, attempt = own
+    event = WitnessSnapshot(
+        step=step, attempt=attempt, cell=0, instance="x", nonzero_ids=IntRuns(), stale_ids=IntRuns()
+    )
+    with step_context(*context) if context else contextlib.nullcontext():
+        if stored is None:
+            with pytest.raises(ValueError, match="needs a step"):
+                writer.log(event)
+            return
+        writer.log(event)
+    writer.flush()
+    (record,) = read_records(tmp_path)
+    assert (record.envelope.step, record.envelope.attempt) == stored
 
 
 def test_events_are_strict_and_frozen():

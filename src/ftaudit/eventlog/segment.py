@@ -49,10 +49,9 @@ class Batch:
     """A writer's buffered events, as parallel columns.
 
     ``log`` appends the event object itself, its time and the step context it was logged
-    in (:data:`~ftaudit.eventlog.context.NO_CONTEXT` when the event carries its own step
-    and attempt): objects that exist anyway and machine integers, so logging allocates
-    nothing the garbage collector tracks, and every conversion waits for the flush
-    (:func:`build_table`).
+    in (the event's own step and attempt win over the context's): objects that exist
+    anyway and machine integers, so logging allocates nothing the garbage collector
+    tracks, and every conversion waits for the flush (:func:`build_table`).
     """
 
     events: list[Event] = field(default_factory=list)
