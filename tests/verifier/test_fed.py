@@ -29,7 +29,6 @@ def _fed(runs: list[tuple[int, int, int]], n_keys: int) -> FedSamples:
         np.full(position.size, -1),
         per_sample_key,
         zeros,
-        zeros,
         keys,
         FedRuns(start, length, first, key),
     )

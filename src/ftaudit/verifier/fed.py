@@ -43,18 +43,18 @@ class FedSamples:
     """Every fed sample of the run, one entry per (event, sample), as parallel arrays.
 
     Samples are grouped by attempt in key order (``key`` never decreases): the rows are
-    read ordered by incarnation, step and attempt. ``key``, ``cell`` and ``rank`` are
-    int32: at 41 M fed samples every byte per sample is 41 MB.
+    read ordered by incarnation, step and attempt. ``key`` and ``cell`` are int32: at
+    41 M fed samples every byte per sample is 41 MB.
     """
 
     position: np.ndarray
     fingerprint: np.ndarray
     claimed_item: np.ndarray
-    """The item the loader said it read (``UNKNOWN`` where it said nothing)."""
+    """The item the loader said it read (``UNKNOWN`` where it said nothing; a read-only
+    broadcast of ``UNKNOWN`` when no loader said anything, which costs no memory)."""
     key: np.ndarray
     """Index into :attr:`keys` of the (incarnation, step, attempt) that fed it."""
     cell: np.ndarray
-    rank: np.ndarray
     keys: tuple[StepKey, ...]
     runs: FedRuns
 
@@ -143,13 +143,13 @@ def load_fed(ctx: RunContext) -> FedSamples:
     # damaged row cannot be judged
     table = ctx.session.query(
         """WITH sized AS (
-               SELECT incarnation, step, attempt, cell, source_rank AS rank, writer, seq,
+               SELECT incarnation, step, attempt, cell, writer, seq,
                       sample_indices.starts AS starts, sample_indices.lengths AS lengths,
                       fingerprints, items,
                       coalesce(list_sum(sample_indices.lengths), 0) AS n,
                       coalesce(len(items), 0) AS n_items
                FROM sample_fingerprints)
-           SELECT incarnation, step, attempt, cell, rank, starts, lengths, fingerprints,
+           SELECT incarnation, step, attempt, cell, starts, lengths, fingerprints,
                   items, n, n_items
            FROM sized
            WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)
@@ -160,7 +160,7 @@ def load_fed(ctx: RunContext) -> FedSamples:
         empty = np.empty(0, dtype=np.int64)
         small = empty.astype(np.int32)
         runs = FedRuns(empty, empty, empty, small)
-        return FedSamples(empty, empty, empty, small, small, small, (), runs)
+        return FedSamples(empty, empty, empty, small, small, (), runs)
     n, n_items = int64_numpy(table.column("n")), int64_numpy(table.column("n_items"))
     inc, step, attempt = (
         int64_numpy(table.column(c), null=UNKNOWN) for c in ("incarnation", "step", "attempt")
@@ -181,12 +181,12 @@ def load_fed(ctx: RunContext) -> FedSamples:
     total = position.size
     per_row = int64_numpy(pc.list_value_length(table.column("starts")), null=0)
     runs = FedRuns(starts, lengths, run_first, np.repeat(row_key, per_row).astype(np.int32))
-    claimed = np.full(total, UNKNOWN, dtype=np.int64)
-    with_items = np.repeat(n_items > 0, n)
-    claimed[with_items] = int64_numpy(pc.list_flatten(table.column("items")))
+    claimed = np.broadcast_to(np.int64(UNKNOWN), (total,))
+    if n_items.any():
+        claimed = np.full(total, UNKNOWN, dtype=np.int64)
+        claimed[np.repeat(n_items > 0, n)] = int64_numpy(pc.list_flatten(table.column("items")))
     fingerprint = int64_numpy(pc.list_flatten(table.column("fingerprints")))
     cell = int64_numpy(table.column("cell")).astype(np.int32)
-    rank = int64_numpy(table.column("rank"), null=0).astype(np.int32)
     del table  # its Arrow buffers are as large as the arrays: free them before repeating
     return FedSamples(
         position,
@@ -194,7 +194,6 @@ def load_fed(ctx: RunContext) -> FedSamples:
         claimed,
         np.repeat(row_key.astype(np.int32), n),
         np.repeat(cell, n),
-        np.repeat(rank, n),
         keys,
         runs,
     )

@@ -107,21 +107,20 @@ class DataIdentity(Rule):
             return RuleOutcome(0, tuple(out), note=note)
         committed_key = np.asarray([k in ctx.committed_keys for k in fed.keys], dtype=bool)
         committed = committed_key[fed.key]
-        epochs, items = stream.locate(fed.position)
+        epochs, declared = stream.locate(fed.position)
         # where no order is declared, the loader's own per-sample claim maps the position
-        claimed = (items == UNKNOWN) & (fed.claimed_item != UNKNOWN)
-        items = np.where(claimed, fed.claimed_item, items)
+        claimed = (declared == UNKNOWN) & (fed.claimed_item != UNKNOWN)
+        items = np.where(claimed, fed.claimed_item, declared) if claimed.any() else declared
+        del claimed
         wrong = np.zeros(len(fed), dtype=bool)
-        if manifest is not None:
-            wrong, problems = self._against_manifest(ctx, fed, committed, items, epochs, manifest)
-            out += problems
-        out += self._claims(ctx, fed, committed, stream)
-        out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
-        out += self._coverage(ctx, fed, committed_key)
         matches = None
         if manifest is not None:
-            known = (items >= 0) & (items < manifest.size)
-            matches = known & (fed.fingerprint == manifest.fingerprints[np.where(known, items, 0)])
+            matches = _matches(fed.fingerprint, items, manifest)
+            wrong = committed & (items != UNKNOWN) & ~matches
+            out += self._against_manifest(ctx, fed, wrong, items, epochs, manifest)
+        out += self._claims(ctx, fed, committed, declared, stream)
+        out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
+        out += self._coverage(ctx, fed, committed_key)
         out += self._agreement(ctx, fed, wrong, matches)
         return RuleOutcome(int(committed.sum()), tuple(out), note=note)
 
@@ -285,18 +284,14 @@ class DataIdentity(Rule):
         self,
         ctx: RunContext,
         fed: FedSamples,
-        committed: np.ndarray,
+        wrong: np.ndarray,
         items: np.ndarray,
         epochs: np.ndarray,
         manifest: DatasetManifest,
-    ) -> tuple[np.ndarray, list[Violation]]:
-        known = committed & (items != UNKNOWN)
-        in_range = known & (items < manifest.size) & (items >= 0)
-        expected = np.zeros(len(fed), dtype=np.int64)
-        expected[in_range] = manifest.fingerprints[items[in_range]]
-        wrong = known & (~in_range | (fed.fingerprint != expected))
+    ) -> list[Violation]:
+        """The committed samples in ``wrong``: an item named, but not its content."""
         if not wrong.any():
-            return wrong, []
+            return []
         owners = manifest.items_with(fed.fingerprint[wrong].tolist())
         out = []
         for (key, cell), rows in _groups(fed, wrong).items():
@@ -326,15 +321,19 @@ class DataIdentity(Rule):
                     sample_indices=positions.tolist(),
                 )
             )
-        return wrong, out
+        return out
 
     def _claims(
-        self, ctx: RunContext, fed: FedSamples, committed: np.ndarray, stream: StreamMap
+        self,
+        ctx: RunContext,
+        fed: FedSamples,
+        committed: np.ndarray,
+        declared: np.ndarray,
+        stream: StreamMap,
     ) -> list[Violation]:
         """The loader's per-sample item must be the declared order's item for the position."""
         if not stream.declared:
             return []
-        _, declared = stream.locate(fed.position)
         bad = committed & (fed.claimed_item != UNKNOWN) & (declared != UNKNOWN)
         bad &= fed.claimed_item != declared
         out = []
@@ -598,6 +597,23 @@ def _groups(fed: FedSamples, mask: np.ndarray) -> dict[tuple[int, int], list[int
     for row in np.flatnonzero(mask).tolist():
         groups[(int(fed.key[row]), int(fed.cell[row]))].append(row)
     return dict(sorted(groups.items(), key=lambda kv: fed.keys[kv[0][0]][1:] + kv[0]))
+
+
+CHUNK = 1 << 20
+"""Samples compared with the manifest at a time: its gathered fingerprints are a
+temporary as large as the chunk, not as the run (41 M samples: 330 MB)."""
+
+
+def _matches(fingerprint: np.ndarray, items: np.ndarray, manifest: DatasetManifest) -> np.ndarray:
+    """Per sample: its item is one of the manifest's and it fed that item's fingerprint."""
+    out = np.empty(fingerprint.size, dtype=bool)
+    last = manifest.size - 1
+    for lo in range(0, fingerprint.size, CHUNK):
+        item = items[lo : lo + CHUNK]
+        known = (item >= 0) & (item <= last)
+        expected = manifest.fingerprints[np.clip(item, 0, max(last, 0))] if last >= 0 else item
+        out[lo : lo + CHUNK] = known & (fingerprint[lo : lo + CHUNK] == expected)
+    return out
 
 
 def _duplicate_candidates(
