@@ -17,12 +17,13 @@ import numpy as np
 from ftaudit.errors import UnusableInputError
 from ftaudit.eventlog.events import RankOutcome
 from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.reader import digest_problem
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
-    from ftaudit.eventlog.reader import RunScan
-    from ftaudit.verifier.incremental import IncrementalScope
+    from ftaudit.eventlog.reader import RunScan, SegmentInfo
+    from ftaudit.verifier.incremental import FooterCache, IncrementalScope
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -144,9 +145,13 @@ class RunContext:
         scope: IncrementalScope | None = None,
         data_manifests: Sequence[str | os.PathLike[str]] = (),
         anchors: Anchors = NO_ANCHORS,
+        footers: FooterCache | None = None,
     ) -> None:
         self.session = session
         self.scope = scope
+        self.footers = footers
+        """What a follower of a live run already read of its sealed segments (None: all
+        is read afresh, as a full verification does)."""
         self.data_manifests = tuple(data_manifests)
         """Dataset manifest files kept outside the run (``ft-verify --data-manifest``)."""
         self.anchors = anchors
@@ -183,6 +188,13 @@ class RunContext:
     @property
     def scan(self) -> RunScan:
         return self.session.scan
+
+    def digest_problem(self, info: SegmentInfo) -> str | None:
+        """Why the segment's bytes do not match its digest (None: they do); a follower's
+        sealed segments are hashed once, not at every poll."""
+        if self.footers is not None:
+            return self.footers.digest_problem(info)
+        return digest_problem(info)
 
     def rows(
         self, sql: str, params: list[Any] | tuple[Any, ...] = (), *, label: str = ""

@@ -34,11 +34,12 @@ SNAPSHOT_GROUPS = """
            list(w.instance ORDER BY w.cell, w.source_rank, w.instance) AS instances,
            min(w.segment) AS segment
     FROM witness_snapshot w
-    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps) c
+    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps WHERE step >= ?) c
       USING (incarnation, step, attempt)
     GROUP BY w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids"""
-"""Committed snapshots, identical contents merged: in a healthy run every cell and rank
-sees the whole global batch, so a step is usually one comparison, not one per rank."""
+"""Committed snapshots from a step on (the first under judgement), identical contents
+merged: in a healthy run every cell and rank sees the whole global batch, so a step is
+usually one comparison, not one per rank."""
 
 EXCUSED = """
     WITH adv AS (
@@ -84,9 +85,10 @@ class SnapshotGroup:
 
 
 def snapshot_groups(ctx: RunContext) -> dict[StepKey, list[SnapshotGroup]]:
-    """Every committed attempt's snapshot groups, by attempt."""
+    """The snapshot groups of every committed attempt under judgement (at ``ctx.since``
+    or later: an online window's earlier steps were judged by an earlier poll), by attempt."""
     out: dict[StepKey, list[SnapshotGroup]] = defaultdict(list)
-    for r in ctx.rows(SNAPSHOT_GROUPS, label="witness snapshots"):
+    for r in ctx.rows(SNAPSHOT_GROUPS, [ctx.since], label="witness snapshots"):
         group = SnapshotGroup(
             key=(r["incarnation"], r["step"], r["attempt"]),
             nonzero=Spans.from_column(r["nonzero_ids"]),

@@ -13,7 +13,7 @@ from ftaudit.errors import (
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation
-from ftaudit.verifier.incremental import IncrementalScope
+from ftaudit.verifier.incremental import FooterCache, IncrementalScope
 from ftaudit.verifier.incremental import select as select_scope
 from ftaudit.verifier.rules import RULES
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
@@ -102,9 +102,10 @@ def check_session(
     progress: Callable[[str], None] | None,
     data_manifests: Sequence[str | os.PathLike[str]],
     anchors: Anchors,
+    footers: FooterCache | None = None,
 ) -> Report:
-    """Run ``rules`` over an opened session."""
-    ctx = RunContext(session, scope, data_manifests, anchors)
+    """Run ``rules`` over an opened session (``footers``: what a follower read before)."""
+    ctx = RunContext(session, scope, data_manifests, anchors, footers)
     results = []
     for rule in rules:
         if progress:

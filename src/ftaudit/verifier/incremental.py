@@ -35,6 +35,7 @@ from ftaudit.eventlog.reader import (
     RunScan,
     SegmentInfo,
     check_segment,
+    digest_problem,
     superseded,
 )
 from ftaudit.eventlog.registry import default_registry
@@ -104,6 +105,15 @@ class FooterCache:
     """A driver segment's allocations (what :func:`_lookback` reads), by path."""
     buffer_sizes: dict[Path, list[int]] = field(default_factory=dict)
     """The buffer sizes a driver segment's ``run_started`` rows declare, by path."""
+    digests: dict[Path, str | None] = field(default_factory=dict)
+    """Whether a segment's bytes match its digest (:func:`digest_problem`), by path."""
+
+    def digest_problem(self, info: SegmentInfo) -> str | None:
+        """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
+        follower's window holds hundreds of sealed segments, each judged at every poll."""
+        if info.path not in self.digests:
+            self.digests[info.path] = digest_problem(info)
+        return self.digests[info.path]
 
     def md(self, path: Path) -> pq.FileMetaData:
         """The Parquet footer of ``path``."""

@@ -221,7 +221,9 @@ class OnlineVerifier:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
             heads, witness = window.head_only, window.witness_only
         session, read = self._window(scan, heads, witness)
-        report = check_session(session, rules, window, None, self.data_manifests, NO_ANCHORS)
+        report = check_session(
+            session, rules, window, None, self.data_manifests, NO_ANCHORS, self._cache
+        )
         return report, read
 
     def _window(

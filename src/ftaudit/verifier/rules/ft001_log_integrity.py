@@ -87,7 +87,7 @@ class LogIntegrity(Rule):
         heads = recorded_heads(ctx)
         violations = [
             *sequence_gaps(self, ctx, segments),
-            *chain_breaks(self, segments, heads),
+            *chain_breaks(self, segments, heads, ctx.digest_problem),
             *torn_flushes(self, ctx.scan.torn),
             *truncated_tails(self, ctx, segments, heads),
             *foreign_segments(self, segments),

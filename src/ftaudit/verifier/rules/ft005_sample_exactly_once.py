@@ -156,7 +156,7 @@ class SampleExactlyOnce(Rule):
 
     def _duplicates(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
         pairs = [_sample_spans(a) for a in committed]
-        owner = np.concatenate([np.full(s.size, i) for i, (s, _) in enumerate(pairs)])
+        owner = np.repeat(np.arange(len(pairs)), [s.size for s, _ in pairs])
         starts = np.concatenate([s for s, _ in pairs])
         ends = np.concatenate([e for _, e in pairs])
         twice = multiply_covered(starts, ends)

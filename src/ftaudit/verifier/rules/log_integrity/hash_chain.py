@@ -4,6 +4,7 @@ log still ends, with the same digest, at every head a record vouched for."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from ftaudit.eventlog.reader import SegmentInfo, digest_problem
 from ftaudit.verifier.findings import Location, Severity, Violation
@@ -12,9 +13,14 @@ from ftaudit.verifier.rules.base import Rule
 
 
 def chain_breaks(
-    rule: Rule, segments: tuple[SegmentInfo, ...], heads: list[RecordedHead]
+    rule: Rule,
+    segments: tuple[SegmentInfo, ...],
+    heads: list[RecordedHead],
+    digest_of: Callable[[SegmentInfo], str | None] = digest_problem,
 ) -> list[Violation]:
-    """Each segment matches its digest and follows its predecessor; checkpoints agree."""
+    """Each segment matches its digest and follows its predecessor; checkpoints agree.
+
+    ``digest_of`` says why a segment does not match its digest (a follower's caches it)."""
     if not any(info.meta.digest for info in segments):
         stripped = _stripped_digests(rule, segments, heads)
         return stripped or [
@@ -36,7 +42,7 @@ def chain_breaks(
             where = Location(
                 incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
             )
-            problem = digest_problem(info)
+            problem = digest_of(info)
             if problem:
                 out.append(
                     rule.violation(
