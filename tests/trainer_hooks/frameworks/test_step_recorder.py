@@ -180,6 +180,16 @@ def test_a_shuffled_run_resumed_mid_epoch_verifies_strictly(tmp_path: Path) -> N
     with ftaudit.connect(tmp_path / "run") as con:
         names = con.execute("SELECT DISTINCT name FROM metrics ORDER BY name").fetchall()
     assert names == [("loss",), ("lr",)]  # a 1-element tensor is a number; text, flags are not
+    with ftaudit.connect(tmp_path / "run") as con:
+        digests = con.execute(
+            """SELECT "when", bool_and(list_contains(map_keys(hashes), t || '@whole'))
+               FROM (SELECT "when", hashes, unnest(map_keys(hashes)) AS t
+                     FROM trainer_weight_checksum)
+               WHERE starts_with(t, 'param/') AND NOT contains(t, '@') GROUP BY ALL ORDER BY 1"""
+        ).fetchall()
+    # saves and loads carry every tensor's layout-independent digest (a resume over another
+    # world size or FSDP layout compares on them)
+    assert digests == [("after_load", True), ("at_save", True)]
 
 
 def test_a_resume_that_restarts_the_epoch_fails_ft008_naming_the_positions(

@@ -133,7 +133,8 @@ class Trainer:
             ok, _, _ = self.optimizer.step()
             assert ok, "the optimizer step was skipped"
 
-    def hashes(self) -> dict[str, str]:
+    def hashes(self, whole: bool = False) -> dict[str, str]:
+        """The hooks' ``hasher``: Megatron's names hash local shards, no ``@whole`` digests."""
         return megatron_state_hashes(self.chunks, self.optimizer)
 
 

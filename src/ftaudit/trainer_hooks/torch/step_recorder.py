@@ -292,7 +292,7 @@ class StepRecorder:
             optimizer=opt,
             witnesses=self.witnesses,
             options=self.options,
-            hasher=lambda: {**state_hashes(model, opt), **extra_hashes()},
+            hasher=lambda whole: {**state_hashes(model, opt, whole=whole), **extra_hashes()},
         )
         self._pending_load = self.resume_from is not None
         self.first_step = self.resume_from.iteration + 1 if self.resume_from is not None else 0

@@ -56,6 +56,11 @@ WHOLE_TENSOR_POINTS = frozenset(
 )
 """Checksum points compared across layouts (a restore may reshard): whole-tensor digests."""
 
+Hasher = Callable[[bool], dict[str, str]]
+"""An integration's state hashes (``name -> hash``); called with ``whole`` true at the
+:data:`WHOLE_TENSOR_POINTS`, where it adds the ``@whole`` digests of the tensors it can
+digest whole (``state_hashes(..., whole=whole)`` does for plain and DTensor state)."""
+
 
 class Clearer(Protocol):
     """Snapshots and clears witness rows: :class:`WitnessClearer`, or a framework's own
@@ -104,12 +109,15 @@ class TrainerHooks:
         master_params: MasterParams | None = None,
         faults: FaultSchedule | None = None,
         clearer: Clearer | None = None,
-        hasher: Callable[[], dict[str, str]] | None = None,
+        hasher: Hasher | None = None,
         replica_local: Sequence[str] = (),
         stateful: Mapping[str, Stateful] | None = None,
     ) -> None:
         """``clearer`` and ``hasher`` replace the plain-PyTorch witness clearing and state
-        hashes for frameworks whose optimizers keep their own copies (Megatron-core).
+        hashes for frameworks whose optimizers keep their own copies (Megatron-core), or
+        that hash state of their own (a framework's RNG, scheduler, data position).
+        ``hasher(whole)`` is called with ``whole`` true at a save, load or heal, where it
+        adds the layout-independent ``@whole`` digests it can (:data:`Hasher`).
 
         ``replica_local`` names state tensors (keys of :meth:`hashes` without a layout
         tag, e.g. ``buffer/bn.running_mean``) that differ between cells by design: their
@@ -159,7 +167,7 @@ class TrainerHooks:
         faults: FaultSchedule | None = None,
         options: WriterOptions | None = None,
         clearer: Clearer | None = None,
-        hasher: Callable[[], dict[str, str]] | None = None,
+        hasher: Hasher | None = None,
         replica_local: Sequence[str] = (),
         stateful: Mapping[str, Stateful] | None = None,
     ) -> TrainerHooks:
@@ -434,9 +442,9 @@ class TrainerHooks:
         layout-independent digest of the whole tensor (a collective: every rank of the
         shard group logs these checksums).
         """
-        if self.hasher is not None:
-            return {**self.hasher(), **stateful_hashes(self.stateful)}
         whole = when is not None and ChecksumWhen(when) in WHOLE_TENSOR_POINTS
+        if self.hasher is not None:
+            return {**self.hasher(whole), **stateful_hashes(self.stateful)}
         return {
             **state_hashes(
                 self.model, self.optimizer, master_params=self.master_params, whole=whole
