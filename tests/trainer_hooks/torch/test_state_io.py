@@ -4,6 +4,7 @@ refused, naming the checkpoint, the rank and the objects, where the state is per
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,19 @@ import pytest
 import torch
 
 from ftaudit.errors import UsageError
+from ftaudit.eventlog import CheckpointRef, ChecksumWhen
+from ftaudit.trainer_hooks import DriverSession, ranks
+from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses
 from ftaudit.trainer_hooks.torch.checksums import object_hash
 from ftaudit.trainer_hooks.torch.state_io import (
     Layout,
     read_stateful,
     saved_stateful_ranks,
+    stateful_path,
     write_stateful,
 )
+from ftaudit.verifier import verify
+from tests.support.torch_models import make_model
 
 
 class RankRng:
@@ -101,3 +108,66 @@ def test_a_checkpoint_without_per_rank_state_is_named(tmp_path: Path) -> None:
     path = _where("full", tmp_path)
     with pytest.raises(UsageError, match="no per-rank state was saved with checkpoint"):
         read_stateful("full", path, 0, {"lr_scheduler": _scheduler(0)})
+
+
+def _grown_resume(tmp_path: Path, objects: Callable[[int], dict[str, Any]], bypass: bool) -> Any:
+    """Ranks 0 and 1 of one cell save checkpoint 0 with their stateful objects beside a
+    ``full`` checkpoint; the job resumes on 3 ranks. Ranks 0 and 1 restore their own
+    copies; rank 2 restores through the hooks (``read_stateful``) or, with ``bypass``,
+    as a trainer of its own would: rank 0's side file, the refusal never asked. Returns
+    FT006's result over the run (real hooks, real checksums, real segments)."""
+    run_dir, path = tmp_path / "run", _where("full", tmp_path)
+    model = make_model(seed=0)
+    install_witnesses(model, 8, layers="layers")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def hooks(incarnation: int, rank: int, state: dict[str, Any]) -> TrainerHooks:
+        return TrainerHooks.attach(
+            run_dir, incarnation, cell=0, rank=rank, model=model, optimizer=optimizer,
+            stateful=state,
+        )  # fmt: skip
+
+    driver = DriverSession.start(run_dir, buffer_size=8)
+    driver.allocate(0, 0, range(2))
+    ref = CheckpointRef(iteration=0, incarnation=0)
+    for rank in range(2):
+        saved = objects(rank)
+        write_stateful("full", path, rank, saved)
+        trainer = hooks(0, rank, saved)
+        with trainer.step(0, 0):
+            trainer.log_checksums(ChecksumWhen.AT_SAVE, checkpoint=ref)
+        trainer.close()
+    driver.end_attempt(0, 0, {0: ranks("normal", "normal")})
+    driver.record_checkpoint(0, path=str(path))
+    driver.flush()
+
+    driver = DriverSession.start(run_dir, resume_from=0, buffer_size=8)
+    for rank in range(3):
+        state = objects(10 + rank)  # a fresh process's own state, before the restore
+        if rank == 2 and bypass:
+            for name, obj in state.items():
+                obj.load_state_dict(torch.load(stateful_path("full", path, 0))[name])
+        else:
+            read_stateful("full", path, rank, state)
+        trainer = hooks(driver.incarnation, rank, state)
+        with trainer.step(1, 0):
+            trainer.log_checksums(ChecksumWhen.AFTER_LOAD, checkpoint=driver.resume_from)
+        trainer.close()
+    driver.finish()
+    (result,) = verify(run_dir, select=["FT006"]).results
+    return result
+
+
+def test_a_new_rank_restoring_another_ranks_state_is_reported(tmp_path: Path) -> None:
+    """What the hooks refuse, done by a trainer's own code, is caught by the verifier."""
+    result = _grown_resume(tmp_path, lambda seed: {"rng": RankRng(seed)}, bypass=True)
+    (found,) = result.violations
+    assert found.kind == "foreign_copy" and found.location.rank == 2, found
+    assert "rank 2 of cell 0 in incarnation 1 loaded checkpoint 0" in found.message, found
+    assert "[stateful/rng]: ranks 0, 1 saved different copies" in found.message, found
+    assert "it holds rank 0's copy of stateful/rng" in found.message, found
+
+
+def test_a_new_rank_restoring_state_every_rank_held_verifies(tmp_path: Path) -> None:
+    result = _grown_resume(tmp_path, lambda seed: {"lr_scheduler": _scheduler(5)}, bypass=False)
+    assert result.checked and not result.violations, [v.message for v in result.violations]
