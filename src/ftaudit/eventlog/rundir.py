@@ -163,9 +163,22 @@ def covered(files: list[SegmentFile]) -> set[Path]:
     return out
 
 
-def _entry_kind(path: Path) -> int:
-    """The ``stat`` file type of ``path`` itself (a symbolic link is reported as one)."""
-    return stat.S_IFMT(path.lstat().st_mode)
+def _entry_kind(entry: os.DirEntry[str]) -> int:
+    """The file type of a listed entry itself (a symbolic link is reported as one), from the
+    directory listing: no ``stat`` per file (a follower lists thousands at every poll)."""
+    if entry.is_symlink():
+        return stat.S_IFLNK
+    if entry.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    if entry.is_file(follow_symlinks=False):
+        return stat.S_IFREG
+    return stat.S_IFMT(entry.stat(follow_symlinks=False).st_mode)
+
+
+def _entries(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``folder``, sorted by name."""
+    with os.scandir(folder) as it:
+        return sorted(it, key=lambda e: e.name)
 
 
 def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False) -> SegmentListing:
@@ -197,12 +210,13 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
     writers: dict[str, tuple[SegmentFile, ...]] = {}
     torn: list[Path] = []
     held: set[Path] = set()
-    for folder in sorted(events.iterdir()):
-        if _entry_kind(folder) != stat.S_IFDIR:
+    for entry in _entries(events):
+        folder = events / entry.name
+        if _entry_kind(entry) != stat.S_IFDIR:
             raise UnusableInputError(f"{folder}: unexpected entry in {EVENTS_DIR}/")
         files: list[SegmentFile] = []
-        for path in sorted(folder.iterdir()):
-            kind = _entry_kind(path)
+        for item in _entries(folder):
+            path, kind = folder / item.name, _entry_kind(item)
             if path.name.startswith(TEMP_PREFIX):
                 if kind != stat.S_IFREG:
                     raise UnusableInputError(f"{path}: unexpected entry in a writer folder")

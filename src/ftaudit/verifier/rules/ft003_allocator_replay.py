@@ -221,12 +221,13 @@ class AllocatorReplay(Rule):
         last: Allocation | None = None
         out = []
         for a in allocs:
-            # the driver's contract: one attempt allocates at most B - keep ids
-            dirty = Spans.of([a.start + room], [max(a.start + room, a.counter_after)])
-            if clean is not None:
-                dirty = dirty | (Spans.of([a.start], [a.counter_after]) - clean)
-            if a.num_ids and dirty:
-                out.append(self._over_budget(ctx, a, dirty, last, room, B))
+            if a.step >= ctx.since:  # incremental: earlier attempts only bring their clears
+                # the driver's contract: one attempt allocates at most B - keep ids
+                dirty = Spans.of([a.start + room], [max(a.start + room, a.counter_after)])
+                if clean is not None:
+                    dirty = dirty | (Spans.of([a.start], [a.counter_after]) - clean)
+                if a.num_ids and dirty:
+                    out.append(self._over_budget(ctx, a, dirty, last, room, B))
             if a.key in clears:
                 fresh = Spans.of([a.counter_after], [a.counter_after + room])
                 clean = fresh if clean is None else clean | fresh
