@@ -48,7 +48,11 @@ def test_fed_twice_is_every_sample_at_a_repeated_position(seed: int) -> None:
         selected = np.ones(len(fed), bool) if keys is None else keys[fed.key]
         counts = np.bincount(fed.position[selected], minlength=80)
         want = np.flatnonzero(selected & (counts[fed.position] >= 2))
-        assert fed.fed_twice(keys).tolist() == want.tolist()
+        samples, slots = fed.fed_twice(keys)
+        assert samples.tolist() == want.tolist()
+        # equal slots iff equal positions
+        pairs = set(zip(slots.tolist(), fed.position[samples].tolist(), strict=True))
+        assert len(pairs) == len({s for s, _ in pairs}) == len({p for _, p in pairs})
     bounds = fed.key_bounds()
     for k in range(n_keys):
         assert (fed.key[bounds[k] : bounds[k + 1]] == k).all()

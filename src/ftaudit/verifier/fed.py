@@ -65,12 +65,16 @@ class FedSamples:
         """``bounds[k] .. bounds[k + 1]``: the samples of attempt ``keys[k]``."""
         return np.searchsorted(self.key, np.arange(len(self.keys) + 1), side="left")
 
-    def fed_twice(self, keys: np.ndarray | None = None) -> np.ndarray:
-        """The samples (ascending indices) at positions that two or more runs fed.
+    def fed_twice(self, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The samples at positions that two or more runs fed, and a slot per sample.
 
-        Only runs of the attempts where ``keys`` (a mask over :attr:`keys`) is True
-        count, and only their samples are returned. Every position fed more than once
-        lies in such a run, so a check of repeated positions may look at these alone.
+        Returns ``(samples, slots)``: the samples' indices (ascending) and, for each, its
+        position numbered densely among the positions fed twice (two samples share a
+        slot iff they share a position), so per-position questions are a scatter into
+        ``slots.max() + 1`` cells, not a sort. Only runs of the attempts where ``keys``
+        (a mask over :attr:`keys`) is True count, and only their samples are returned.
+        Every position fed more than once lies in such a run, so a check of repeated
+        positions may look at these alone.
         """
         runs = self.runs
         chosen = np.ones(runs.key.size, dtype=bool) if keys is None else keys[runs.key]
@@ -78,7 +82,7 @@ class FedSamples:
         end = start + length
         twice = multiply_covered(start, end)
         if not twice:
-            return np.empty(0, dtype=np.int64)
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         # each run against the spans fed twice that it overlaps
         lo = np.searchsorted(twice.ends, start, side="right")
         count = np.maximum(np.searchsorted(twice.starts, end, side="left") - lo, 0)
@@ -86,7 +90,11 @@ class FedSamples:
         span = lo[run] + np.arange(run.size) - np.repeat(np.cumsum(count) - count, count)
         a = np.maximum(start[run], twice.starts[span])
         b = np.minimum(end[run], twice.ends[span])
-        return np.sort(_expand(first[run] + a - start[run], b - a))
+        slot_base = np.concatenate(([0], np.cumsum(twice.ends - twice.starts)[:-1]))
+        # runs are in sample order and a run's pieces ascend: the samples come out sorted
+        samples = _expand(first[run] + a - start[run], b - a)
+        slots = _expand(slot_base[span] + a - twice.starts[span], b - a)
+        return samples, slots
 
 
 def _expand(firsts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

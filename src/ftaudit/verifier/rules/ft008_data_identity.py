@@ -521,21 +521,27 @@ class DataIdentity(Rule):
         """Every feeding of one position (any cell, attempt, incarnation) has one content."""
         if not len(fed):
             return []
-        # only a position fed twice can disagree: sort those samples, not all of them
-        # (in the same order as a sort of all, as ``candidates`` ascend)
-        candidates = fed.fed_twice()
-        order = candidates[np.lexsort((fed.fingerprint[candidates], fed.position[candidates]))]
-        pos, fp = fed.position[order], fed.fingerprint[order]
-        clash = (pos[1:] == pos[:-1]) & (fp[1:] != fp[:-1])
+        # only a position fed twice can disagree, and it does iff its smallest and
+        # largest fingerprints differ: a scatter per slot, not a sort of every sample
+        rows, slots = fed.fed_twice()
+        fp = fed.fingerprint[rows]
+        low = np.full(int(slots.max()) + 1 if slots.size else 0, np.iinfo(np.int64).max)
+        high = np.full(low.size, np.iinfo(np.int64).min)
+        np.minimum.at(low, slots, fp)
+        np.maximum.at(high, slots, fp)
+        rows = rows[(low != high)[slots]]
+        # the disagreeing samples by position, each position's in logging order
+        order = rows[np.argsort(fed.position[rows], kind="stable")]
+        pos = fed.position[order]
         skip = set(fed.position[explained].tolist())
-        conflicted = sorted(set(pos[1:][clash].tolist()) - skip)
+        conflicted = sorted(set(pos.tolist()) - skip)
         groups: dict[tuple[StepKey, StepKey], list[tuple[int, int, int, int, int]]] = defaultdict(
             list
         )
         lo = np.searchsorted(pos, conflicted, side="left")
         hi = np.searchsorted(pos, conflicted, side="right")
         for p, a0, b0 in zip(conflicted, lo.tolist(), hi.tolist(), strict=True):
-            rows = np.sort(order[a0:b0])  # in logging order: the first feeding is the base
+            rows = order[a0:b0]  # in logging order: the first feeding is the base
             base = rows[0]
             other = next(r for r in rows[1:] if fed.fingerprint[r] != fed.fingerprint[base])
             a, b = fed.keys[int(fed.key[base])], fed.keys[int(fed.key[other])]
@@ -635,7 +641,7 @@ def _duplicate_candidates(
             epochs[rows].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         )
         return rows[_repeated(mixed)]
-    twice = fed.fed_twice(_keys_of(fed, mask))
+    twice, _ = fed.fed_twice(_keys_of(fed, mask))
     twice = twice[mask[twice]]
     if twice.size == 0:
         return twice
