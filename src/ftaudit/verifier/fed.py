@@ -284,11 +284,11 @@ class StreamMap:
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per position: its epoch and item (``UNKNOWN`` where nothing declares them)."""
+        if not self.reference and self.dataset_size:
+            return positions // self.dataset_size, positions % self.dataset_size
         epochs = np.full(positions.size, UNKNOWN, dtype=np.int64)
         items = np.full(positions.size, UNKNOWN, dtype=np.int64)
         if not self.reference:
-            if self.dataset_size:
-                return positions // self.dataset_size, positions % self.dataset_size
             return epochs, items
         at = np.searchsorted(self._starts, positions, side="right") - 1
         inside = (at >= 0) & (positions < self._ends[np.maximum(at, 0)])
