@@ -273,7 +273,13 @@ def _baseline_child(path: str) -> None:
 
 
 # -- the benchmark --------------------------------------------------------------------------
-def bench_size(size: Size, root: Path, json_limit: float) -> dict[str, Any]:
+def bench_size(size: Size, root: Path, json_limit: float, rounds: int = 1) -> dict[str, Any]:
+    """Measure one size; a run already in ``root / "run"`` (``--workdir``) is reused.
+
+    With ``rounds`` > 1 the full verification and the bare scan are measured that many
+    times, alternating, and every round is kept (``rounds`` in the row): on a shared
+    machine one pair of numbers says little.
+    """
     from ftaudit.synth import SynthConfig, synthesize
 
     run = root / "run"
@@ -288,18 +294,31 @@ def bench_size(size: Size, root: Path, json_limit: float) -> dict[str, Any]:
         flush_every=100,
         seed=1,
     )
-    synth = synthesize(run, config)
+    written = root / "synth.json"
+    if not written.exists():
+        synth = synthesize(run, config)
+        made = {"events": synth.events, "seconds": synth.seconds, "eps": synth.events_per_second}
+        written.write_text(json.dumps({"config": size.__dict__, **made}))
+    made = json.loads(written.read_text())
+    assert made.get("config") == size.__dict__, f"{root} holds a run of another size"
     files = list((run / "events").glob("*/*.parquet"))
     row: dict[str, Any] = {
         "size": size.__dict__,
-        "events": synth.events,
+        "events": made["events"],
         "segments": len(files),
         "disk_mb": sum(f.stat().st_size for f in files) / 2**20,
-        "synth_s": synth.seconds,
-        "synth_eps": synth.events_per_second,
+        "synth_s": made["seconds"],
+        "synth_eps": made["eps"],
+        "load_avg": os.getloadavg()[0],
     }
-    verify = measure([str(BIN / "ft-verify"), str(run), "--format", "json", "-o", os.devnull])
-    assert verify["code"] == 0, f"{size.label}: the valid run did not verify ({verify})"
+    measured = []
+    for _ in range(rounds):
+        scan = measure([sys.executable, str(HERE), "--scan", str(run)])
+        verify = measure([str(BIN / "ft-verify"), str(run), "--format", "json", "-o", os.devnull])
+        assert verify["code"] == 0, f"{size.label}: the valid run did not verify ({verify})"
+        measured.append({"verify": verify, "scan": scan, "load_avg": os.getloadavg()[0]})
+    row["rounds"] = measured
+    verify, scan = measured[0]["verify"], measured[0]["scan"]
     row["verify_s"], row["verify_rss_mb"] = verify["seconds"], verify["rss_mb"]
     row["verify_cpu_s"] = verify["cpu_s"]
     last = measure(
@@ -316,7 +335,6 @@ def bench_size(size: Size, root: Path, json_limit: float) -> dict[str, Any]:
     )
     assert last["code"] == 0, last
     row["incremental_s"], row["incremental_rss_mb"] = last["seconds"], last["rss_mb"]
-    scan = measure([sys.executable, str(HERE), "--scan", str(run)])
     row["scan_s"], row["scan_rss_mb"] = scan["seconds"], scan["rss_mb"]
     row["scan_cpu_s"] = scan["cpu_s"]
     estimate = jsonl_bytes_estimate(run)
@@ -346,6 +364,13 @@ def _cpu(row: dict[str, Any]) -> str:
     return f"{_fmt_s(verify)} | {_fmt_s(scan)} | {verify / scan:.2f}x"
 
 
+def _synth(row: dict[str, Any]) -> str:
+    """Seconds (events/s) to write the run; blank for a run reused without that record."""
+    if row["synth_s"] is None:
+        return "(reused)"
+    return f"{_fmt_s(row['synth_s'])} ({row['synth_eps']:,.0f})"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| steps | cells | B | samples/step | events | segments | Parquet MB | synth s "
@@ -367,8 +392,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             speed = f"{b['seconds'] / r['verify_s']:.1f}x"
         lines.append(
             f"| {z['steps']:,} | {z['cells']} | {z['B']:,} | {z['S']:,} | {r['events']:,} | "
-            f"{r['segments']:,} | {r['disk_mb']:.1f} | {_fmt_s(r['synth_s'])} "
-            f"({r['synth_eps']:,.0f}) | {_fmt_s(r['verify_s'])} | {r['verify_rss_mb']:.0f} | "
+            f"{r['segments']:,} | {r['disk_mb']:.1f} | {_synth(r)} | "
+            f"{_fmt_s(r['verify_s'])} | {r['verify_rss_mb']:.0f} | "
             f"{_fmt_s(r['scan_s'])} | {r['verify_s'] / r['scan_s']:.1f}x | {_cpu(r)} | "
             f"{_fmt_s(r['incremental_s'])} | {r['jsonl_mb']:,.0f} | {base_s} | {base_rss} | "
             f"{speed} |"
@@ -437,6 +462,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the raw rows here")
     parser.add_argument("--json-limit-gb", type=float, default=1.0)
     parser.add_argument(
+        "--rounds", type=int, default=1, help="measure ft-verify and the scan this many times"
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep each size's run here and reuse it when present (same seed, same events)",
+    )
+    parser.add_argument(
         "--size",
         action="append",
         metavar="STEPS,CELLS,B,S",
@@ -473,12 +506,17 @@ def main() -> None:
     if args.size:
         sizes = tuple(Size(*(int(x) for x in spec.split(","))) for spec in args.size)
     for size in sizes:
-        root = Path(tempfile.mkdtemp(prefix="ftaudit-bench-"))
+        if args.workdir:
+            root = args.workdir / f"{size.steps}x{size.cells}xB{size.B}xS{size.S}"
+            root.mkdir(parents=True, exist_ok=True)
+        else:
+            root = Path(tempfile.mkdtemp(prefix="ftaudit-bench-"))
         try:
             print(f"{size.label} ...", file=sys.stderr, flush=True)
-            rows.append(bench_size(size, root, args.json_limit_gb))
+            rows.append(bench_size(size, root, args.json_limit_gb, args.rounds))
         finally:
-            shutil.rmtree(root, ignore_errors=True)
+            if not args.workdir:
+                shutil.rmtree(root, ignore_errors=True)
     print(f"Machine: {about}\n")
     print(table(rows))
     if args.json:
