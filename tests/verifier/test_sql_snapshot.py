@@ -45,13 +45,19 @@ def _sql_now(run: Path) -> dict[str, dict[str, list[str]]]:
             )
             if r["view_name"] not in _user_types()  # other tests may register their own
         }
-        real_query = session.query
+        real_query, real_rows = session.query, session.rows
 
         def recording(sql: str, params: Sequence[Any] = (), *, label: str = "") -> Any:
             queries[label or "(unlabelled)"].add(_one_line(sql))
             return real_query(sql, params, label=label)
 
+        def recording_rows(sql: str, params: Sequence[Any] = (), *, label: str = "") -> Any:
+            queries[label or "(unlabelled)"].add(_one_line(sql))
+            return real_rows(sql, params, label=label)
+
+        # the session runs SQL in two ways (Arrow tables, and rows read straight from DuckDB)
         session.query = recording  # type: ignore[method-assign]
+        session.rows = recording_rows  # type: ignore[method-assign]
         verify(session)
         collect(session)
     return {

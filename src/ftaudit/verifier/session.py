@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,7 @@ from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
+from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_rows
 from ftaudit.verifier.views import create_history_views
 
@@ -155,23 +157,44 @@ class Session:
     def query(self, sql: str, params: Sequence[Any] = (), *, label: str = "") -> pa.Table:
         """Run ``sql`` with bound ``params`` and return the result as an Arrow table."""
         started = time.perf_counter()
-        try:
+        with self._translated(label):
             relation = self.con.sql(sql, params=list(params) or None)
             table = relation.to_arrow_table() if relation is not None else pa.table({})
-        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
-            raise UnusableInputError(
-                f"{self.run_dir}: cannot read the run: {_one_line(exc)}"
-            ) from None
-        except duckdb.Error as exc:
-            raise QueryError(f"{label or 'query'} failed: {_one_line(exc)}") from exc
         self.timings.append(QueryTiming(label, time.perf_counter() - started, table.num_rows))
         return table
 
     def rows(
         self, sql: str, params: Sequence[Any] = (), *, label: str = ""
     ) -> list[dict[str, Any]]:
-        """Like :meth:`query`, as a list of dicts (for small results only)."""
-        return self.query(sql, params, label=label).to_pylist()
+        """Like :meth:`query`, as a list of dicts (for small results only).
+
+        The statement is planned once (see :mod:`ftaudit.verifier.result_rows`); a result
+        with a column whose Python value Arrow gives otherwise is read through
+        :meth:`query`.
+        """
+        started = time.perf_counter()
+        with self._translated(label):
+            cursor = self.con.execute(sql, list(params) or None)
+            description = cursor.description
+            fetched = cursor.fetchall() if description else []  # a result must be read out
+        make = row_maker(description) if description else None
+        if description and make is None:
+            return self.query(sql, params, label=label).to_pylist()
+        rows = make(fetched) if make is not None else []
+        self.timings.append(QueryTiming(label, time.perf_counter() - started, len(rows)))
+        return rows
+
+    @contextmanager
+    def _translated(self, label: str) -> Iterator[None]:
+        """DuckDB's errors as ftaudit's: unreadable input, or a failed query named ``label``."""
+        try:
+            yield
+        except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+            raise UnusableInputError(
+                f"{self.run_dir}: cannot read the run: {_one_line(exc)}"
+            ) from None
+        except duckdb.Error as exc:
+            raise QueryError(f"{label or 'query'} failed: {_one_line(exc)}") from exc
 
     def close(self) -> None:
         self.con.close()
