@@ -76,3 +76,16 @@ def test_session_rows_equal_the_arrow_rows_and_fail_as_queries(good_run: Path) -
         with pytest.raises(QueryError, match="probe failed"):
             session.rows("SELECT no_such_column FROM events", label="probe")
         assert session.rows("SELECT count(*) AS n FROM probe") == [{"n": 1}]  # still usable
+
+
+def test_rows_needing_an_absent_event_type_are_not_asked_for(good_run: Path) -> None:
+    with Session.open(good_run) as session:
+        assert session.holds("step_end") and not session.holds("cell_reconfigured")
+        # the statement would fail if it ran: skipped, it is not planned at all
+        missing = "SELECT * FROM no_such_view"
+        assert session.rows(missing, label="probe", needs=("cell_reconfigured",)) == []
+        assert (
+            session.rows(missing, label="probe", needs=("step_end", "engine_weight_checksum")) == []
+        )
+        steps = "SELECT count(*) AS n FROM step_end"
+        assert session.rows(steps, label="probe", needs=("step_end",))[0]["n"] > 0

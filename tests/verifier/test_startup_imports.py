@@ -109,3 +109,12 @@ def test_duckdb_draws_no_progress_bar_on_stdout() -> None:
     finally:
         con.close()
     assert enabled is False
+
+
+def test_a_small_run_is_verified_on_one_duckdb_thread(small_run: Path) -> None:
+    # its queries plan longer than they run: a second thread only adds hand-offs
+    from ftaudit.verifier.session import Session
+
+    with Session.open(small_run) as session:
+        (threads,) = session.con.execute("SELECT current_setting('threads')").fetchone()
+    assert threads == 1

@@ -7,7 +7,7 @@ property runs one query through the session on first use.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -197,9 +197,15 @@ class RunContext:
         return digest_problem(info)
 
     def rows(
-        self, sql: str, params: list[Any] | tuple[Any, ...] = (), *, label: str = ""
+        self,
+        sql: str,
+        params: list[Any] | tuple[Any, ...] = (),
+        *,
+        label: str = "",
+        needs: Collection[str] = (),
     ) -> list[dict[str, Any]]:
-        return self.session.rows(sql, params, label=label)
+        """The rows of ``sql`` (see :meth:`Session.rows` for ``needs``)."""
+        return self.session.rows(sql, params, label=label, needs=needs)
 
     @cached_property
     def incarnations(self) -> dict[int, Incarnation]:

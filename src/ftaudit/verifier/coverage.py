@@ -132,7 +132,7 @@ class InstanceLayouts:
 
     def __init__(self, ctx: RunContext) -> None:
         self.heals: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for r in ctx.rows(HEALS, label="witness heals"):
+        for r in ctx.rows(HEALS, label="witness heals", needs=("cell_reconfigured",)):
             self.heals[(r["incarnation"], r["cell"])].append(r["step"])
         for steps in self.heals.values():
             steps.sort()

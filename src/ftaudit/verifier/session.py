@@ -48,6 +48,12 @@ def check_types(scan: RunScan, registry: EventRegistry) -> None:
                 )
 
 
+ONE_THREAD_ROWS = 100_000
+"""A session over fewer rows runs DuckDB on one thread: its queries take longer to plan
+than to run, and a second thread only adds hand-offs (8-10% of ``ft-verify``'s CPU on
+runs of 256 and 10,000 events, and no longer a wall time, measured at load 12)."""
+
+
 @dataclass
 class QueryTiming:
     """How long one named query took; the session keeps them for profiling."""
@@ -69,6 +75,8 @@ class Session:
     timings: list[QueryTiming] = field(default_factory=list)
     _partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Segments of which only some event types are loaded: path -> those types."""
+    _types: frozenset[str] | None = None
+    """The event types of the loaded rows (asked of DuckDB on first use, again after a move)."""
 
     @classmethod
     def open(
@@ -91,6 +99,8 @@ class Session:
         check_types(scan, registry)
         con = open_memory()
         try:
+            if sum(info.num_rows for info in scan.segments) < ONE_THREAD_ROWS:
+                con.execute("SET threads = 1")
             schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
             _keep(con, partial)
             check_rows(con, registry)
@@ -148,6 +158,7 @@ class Session:
             ) from None
         self.scan = scan
         self._partial = partial
+        self._types = None
         return True
 
     @property
@@ -164,14 +175,23 @@ class Session:
         return table
 
     def rows(
-        self, sql: str, params: Sequence[Any] = (), *, label: str = ""
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        *,
+        label: str = "",
+        needs: Collection[str] = (),
     ) -> list[dict[str, Any]]:
         """Like :meth:`query`, as a list of dicts (for small results only).
 
         The statement is planned once (see :mod:`ftaudit.verifier.result_rows`); a result
         with a column whose Python value Arrow gives otherwise is read through
-        :meth:`query`.
+        :meth:`query`. ``needs``: event types every row of ``sql`` is made from; when one
+        of them has no loaded row the result is empty and is not asked for (planning a
+        rule's query costs a small run milliseconds, whatever it finds).
         """
+        if needs and not all(self.holds(t) for t in needs):
+            return []
         started = time.perf_counter()
         with self._translated(label):
             cursor = self.con.execute(sql, list(params) or None)
@@ -183,6 +203,13 @@ class Session:
         rows = make(fetched) if make is not None else []
         self.timings.append(QueryTiming(label, time.perf_counter() - started, len(rows)))
         return rows
+
+    def holds(self, event_type: str) -> bool:
+        """Whether any loaded row is an ``event_type`` event."""
+        if self._types is None:
+            found = self.con.execute(f"SELECT DISTINCT type FROM {SEGMENTS}").fetchall()
+            self._types = frozenset(t for (t,) in found)
+        return event_type in self._types
 
     @contextmanager
     def _translated(self, label: str) -> Iterator[None]:

@@ -74,7 +74,8 @@ class EngineChecksums(Rule):
     def check(self, ctx: RunContext) -> RuleOutcome:
         checked = ctx.rows(SYNCS, label="FT007 syncs")[0]["n"]
         out = []
-        for r in ctx.rows(ENGINE_DIFFS, label="FT007 engines"):
+        engines = ctx.rows(ENGINE_DIFFS, label="FT007 engines", needs=("engine_weight_checksum",))
+        for r in engines:
             parts = []
             if r["differ"]:
                 parts.append(

@@ -168,7 +168,9 @@ class RestoreEvidence(Rule):
         ]
 
     def _unhealed(self, ctx: RunContext) -> list[Violation]:
-        rows = judged_rank_rows(ctx, UNHEALED_RANKS, label="FT009 healed ranks")
+        rows = judged_rank_rows(
+            ctx, UNHEALED_RANKS, label="FT009 healed ranks", needs=("cell_reconfigured",)
+        )
         return [
             self.violation(
                 f"{r.who} was healed from cell {r['heal_source']} at step {r.step} "
@@ -200,7 +202,11 @@ class RestoreEvidence(Rule):
 
     def _unallocated_ids(self, ctx: RunContext) -> list[Violation]:
         rows = judged_rank_rows(
-            ctx, UNALLOCATED_IDS, label="FT009 unallocated ids", loaded="incarnation"
+            ctx,
+            UNALLOCATED_IDS,
+            label="FT009 unallocated ids",
+            loaded="incarnation",
+            needs=("sample_advantage_summary", "witness_allocated"),
         )
         return [
             self.violation(

@@ -9,7 +9,7 @@ words, the violation's location, and which rows an incremental verification
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,6 +76,7 @@ def judged_rank_rows(
     at: str = "step",
     in_window: bool = True,
     loaded: Loaded | None = None,
+    needs: Collection[str] = (),
 ) -> list[RankRow]:
     """The rows of ``sql`` a verification may judge, one trainer rank each.
 
@@ -87,7 +88,7 @@ def judged_rank_rows(
     it knows them.
     """
     out = []
-    for r in ctx.rows(sql, label=label):
+    for r in ctx.rows(sql, label=label, needs=needs):
         step = r[at]
         if in_window and step is not None and step < ctx.since:
             continue
