@@ -163,6 +163,11 @@ def covered(files: list[SegmentFile]) -> set[Path]:
     return out
 
 
+def _path_kind(path: Path) -> int:
+    """The ``stat`` file type of ``path`` itself (a symbolic link is reported as one)."""
+    return stat.S_IFMT(path.lstat().st_mode)
+
+
 def _entry_kind(entry: os.DirEntry[str]) -> int:
     """The file type of a listed entry itself (a symbolic link is reported as one), from the
     directory listing: no ``stat`` per file (a follower lists thousands at every poll)."""
@@ -284,7 +289,7 @@ def list_manifests(run_dir: str | os.PathLike[str]) -> tuple[Path, ...]:
     """
     folder = Path(run_dir) / MANIFESTS_DIR
     try:
-        if _entry_kind(folder) != stat.S_IFDIR:
+        if _path_kind(folder) != stat.S_IFDIR:
             return ()
     except FileNotFoundError:
         return ()
@@ -293,5 +298,5 @@ def list_manifests(run_dir: str | os.PathLike[str]) -> tuple[Path, ...]:
         for path in sorted(folder.iterdir())
         if path.name.endswith(SEGMENT_SUFFIX)
         and not path.name.startswith(TEMP_PREFIX)
-        and _entry_kind(path) == stat.S_IFREG
+        and _path_kind(path) == stat.S_IFREG
     )
