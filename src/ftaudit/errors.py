@@ -29,6 +29,13 @@ class CorruptSegmentError(UnusableInputError):
         self.reason = reason
 
 
+class SegmentVanishedError(CorruptSegmentError):
+    """A listed segment was gone when it was read: a writer's roll or ``ftaudit compact``
+    removed an original that a merged segment now holds (or someone deleted it). Readers
+    that listed the run themselves list it again; what vanished with no merged segment
+    holding it is then a sequence gap that FT001 reports, not an unreadable run."""
+
+
 class RunFileError(UnusableInputError, ValueError):
     """A run directory's ``run.json`` is missing or does not hold a valid run id."""
 

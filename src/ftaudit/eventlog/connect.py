@@ -8,7 +8,7 @@ import duckdb
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.connections import open_memory
-from ftaudit.eventlog.reader import scan_run
+from ftaudit.eventlog.reader import relisting, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.views import create_views, lock_down
 
@@ -27,17 +27,22 @@ def connect(
     that wants to join the run with other files or export results with ``COPY``.
     Raises :class:`ftaudit.errors.UnusableInputError` naming the first bad file.
     """
-    scan = scan_run(run_dir)
-    con = open_memory()
-    try:
-        create_views(con, scan, registry)
-    except BaseException as exc:
-        con.close()
-        if not isinstance(exc, duckdb.Error):
-            raise
-        raise CorruptSegmentError(
-            scan.run_dir, f"segments cannot be read together: {exc}"
-        ) from None
+
+    def load() -> duckdb.DuckDBPyConnection:
+        scan = scan_run(run_dir)
+        con = open_memory()
+        try:
+            create_views(con, scan, registry)
+        except BaseException as exc:
+            con.close()
+            if not isinstance(exc, duckdb.Error):
+                raise
+            raise CorruptSegmentError(
+                scan.run_dir, f"segments cannot be read together: {exc}"
+            ) from None
+        return con
+
+    con = relisting(load)  # listed again when a writer's roll removed a listed segment
     if sandbox:
         lock_down(con)
     return con

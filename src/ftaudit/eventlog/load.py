@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
-from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo
+from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, unreadable
 from ftaudit.eventlog.sql import ident
 
 FILENAME = "filename"
@@ -48,7 +48,7 @@ def read_segment(info: SegmentInfo) -> pa.Table:
             # one small file: handing each column to the thread pool costs more than it saves
             return pq.ParquetFile(f).read(use_threads=False)
     except UNREADABLE as exc:
-        raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
+        raise unreadable(info.path, exc, "unreadable") from None
 
 
 BATCH_SEGMENTS = 256

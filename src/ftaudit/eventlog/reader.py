@@ -4,25 +4,55 @@ back as typed records."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ftaudit.errors import CorruptSegmentError, UnknownEventTypeError
+from ftaudit.errors import CorruptSegmentError, SegmentVanishedError, UnknownEventTypeError
 from ftaudit.eventlog.arrow_schema import from_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.rundir import SegmentFile, list_segments
+from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.segment import SegmentMeta, file_digest
 
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 """What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
 (``UnicodeDecodeError`` among them) from a footer whose names are no longer UTF-8."""
+
+RELISTS = 8
+"""How many times a reader that listed the run itself lists it again when a listed segment
+vanished before it was read (a writer rolls every 256 flushes: one re-list almost always
+does; more means the run is being rewritten faster than it can be read)."""
+
+
+_T = TypeVar("_T")
+
+
+def relisting(read: Callable[[], _T]) -> _T:
+    """``read()``, called again (up to :data:`RELISTS` times) while it raises
+    :class:`SegmentVanishedError`: ``read`` lists the run itself, so each call sees the
+    merged segment that now holds a removed original (and a segment that vanished with
+    nothing holding it as a sequence gap, which FT001 reports)."""
+    for _ in range(RELISTS):
+        try:
+            return read()
+        except SegmentVanishedError:
+            continue
+    return read()
+
+
+def unreadable(path: Path, exc: BaseException, reason: str) -> CorruptSegmentError:
+    """The error for a segment that could not be read: :class:`SegmentVanishedError` when it
+    no longer exists (removed after it was listed), else a :class:`CorruptSegmentError`."""
+    if isinstance(exc, FileNotFoundError):
+        return SegmentVanishedError(path, "removed after the run was listed")
+    return CorruptSegmentError(path, f"{reason} ({exc})")
 
 
 @dataclass(frozen=True)
@@ -31,6 +61,9 @@ class SegmentInfo:
     meta: SegmentMeta
     num_rows: int
     schema: pa.Schema
+    content_digest: str | None = None
+    """The digest of the file's bytes as read when its footer was checked (``""``: no digest
+    slot in its footer); None when the check did not hash it (FT001 then reads the file)."""
 
 
 @dataclass(frozen=True)
@@ -46,24 +79,59 @@ class RunScan:
         return [str(s.path) for s in self.segments]
 
 
+class FooterChecks:
+    """What the segments of one scan share: equal schemas interned (so memory does not grow
+    with the number of segments), and the column checks done once per (schema, types)."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[pa.Schema, pa.Schema] = {}
+        self._checked: set[tuple[int, tuple[str, ...]]] = set()
+
+    def intern(self, schema: pa.Schema) -> pa.Schema:
+        return self.schemas.setdefault(schema, schema)
+
+    def columns(self, path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
+        """The envelope and built-in payload columns are there with their types."""
+        key = (id(schema), meta.types)  # ``schema`` is interned: its id names its shape
+        if key in self._checked:
+            return
+        for field in ENVELOPE_SCHEMA:
+            i = schema.get_field_index(field.name)
+            if i < 0 or not schema.field(i).type.equals(field.type):
+                raise CorruptSegmentError(
+                    path, f"envelope column {field.name!r} missing or mistyped"
+                )
+        _check_payload_types(path, meta, schema)
+        self._checked.add(key)
+
+
 def check_segment(
-    file: SegmentFile, schemas: dict[pa.Schema, pa.Schema] | None = None
+    file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
 ) -> SegmentInfo:
     """Read a listed segment's footer and check it against its name, writer and schema.
 
-    Raises :class:`CorruptSegmentError` naming the file; :func:`list_segments` has already
-    refused links and other non-files. ``schemas`` interns equal schemas across calls.
+    Raises :class:`CorruptSegmentError` naming the file (:class:`SegmentVanishedError` when
+    it was removed after it was listed); :func:`list_segments` has already refused links
+    and other non-files. ``checks`` shares schemas and column checks across calls. With
+    ``digest``, the file is read whole once and its bytes hashed as well
+    (:attr:`SegmentInfo.content_digest`: FT001 then reads nothing more).
     """
     path, writer_dir = file.path, file.writer
+    checks = checks if checks is not None else FooterChecks()
+    content: str | None = None
     try:
-        md = pq.read_metadata(path)
+        if digest:
+            with open(path, "rb") as f:
+                data = f.read()
+            content = file_digest(data) or ""
+            md = pq.read_metadata(pa.BufferReader(data))
+        else:
+            md = pq.read_metadata(path)
         # without the footer's key-values (digests differ per file), so that the segments
         # of one shape share one schema object: memory does not grow with their number
-        schema = md.schema.to_arrow_schema().remove_metadata()
-        if schemas is not None:
-            schema = schemas.setdefault(schema, schema)
+        schema = checks.intern(md.schema.to_arrow_schema().remove_metadata())
     except UNREADABLE as exc:
-        raise CorruptSegmentError(path, f"not a readable Parquet file ({exc})") from None
+        raise unreadable(path, exc, "not a readable Parquet file") from None
     try:
         meta = SegmentMeta.from_metadata(md.metadata)  # the footer's own values, digest too
     except (KeyError, ValueError, UnicodeDecodeError):
@@ -88,13 +156,8 @@ def check_segment(
         raise CorruptSegmentError(
             path, f"holds {md.num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
         )
-    for field in ENVELOPE_SCHEMA:
-        if schema.get_field_index(field.name) < 0 or not schema.field(field.name).type.equals(
-            field.type
-        ):
-            raise CorruptSegmentError(path, f"envelope column {field.name!r} missing or mistyped")
-    _check_payload_types(path, meta, schema)
-    return SegmentInfo(path, meta, md.num_rows, schema)
+    checks.columns(path, meta, schema)
+    return SegmentInfo(path, meta, md.num_rows, schema, content)
 
 
 def _parts_cover(meta: SegmentMeta) -> bool:
@@ -133,12 +196,13 @@ def digest_problem(info: SegmentInfo) -> str | None:
     """Why a segment's bytes do not match the digest its footer records; None when they do."""
     if not info.meta.digest:
         return "its footer has no content digest, unlike the rest of the run"
-    try:
-        data = info.path.read_bytes()
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-    actual = file_digest(data)
-    if actual is None:
+    actual = info.content_digest
+    if actual is None:  # not hashed when its footer was checked: read it now
+        try:
+            actual = file_digest(info.path.read_bytes()) or ""
+        except OSError as exc:
+            return f"it cannot be read ({exc.strerror or exc})"
+    if not actual:
         return "its digest cannot be found in its footer"
     if actual != info.meta.digest:
         return f"its bytes hash to {actual[:12]}..., its footer says {info.meta.digest[:12]}..."
@@ -169,16 +233,33 @@ def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> No
                 )
 
 
-def scan_run(run_dir: str | os.PathLike[str]) -> RunScan:
+def scan_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    listing: SegmentListing | None = None,
+    digests: bool = False,
+) -> RunScan:
     """List the run and check every segment's footer; raise a one-line error naming the
-    first bad file."""
-    listing = list_segments(run_dir)
-    schemas: dict[pa.Schema, pa.Schema] = {}
-    segments = tuple(check_segment(f, schemas) for f in listing.files)
+    first bad file.
+
+    A segment removed between the listing and its reading (a writer's roll, a compaction)
+    makes the run be listed again, up to :data:`RELISTS` times: the merged segment that
+    holds it is then read instead, and a segment that vanished with nothing holding it is
+    a sequence gap for FT001. ``listing``: one the caller made already (it may be stale).
+    ``digests``: hash each file's bytes too (what FT001 checks; see :func:`check_segment`).
+    """
+    given = [listing] if listing is not None else []
+
+    def check() -> tuple[SegmentListing, tuple[SegmentInfo, ...]]:
+        current = given.pop() if given else list_segments(run_dir)
+        checks = FooterChecks()
+        return current, tuple(check_segment(f, checks, digest=digests) for f in current.files)
+
+    current, segments = relisting(check)
     skip = superseded(segments)
     if skip:
         segments = tuple(s for s in segments if s.path not in skip)
-    return RunScan(listing.run_dir, segments, listing.torn)
+    return RunScan(current.run_dir, segments, current.torn)
 
 
 def segment_records(
@@ -190,7 +271,7 @@ def segment_records(
     try:
         table = pq.read_table(info.path)
     except UNREADABLE as exc:
-        raise CorruptSegmentError(info.path, f"unreadable ({exc})") from None
+        raise unreadable(info.path, exc, "unreadable") from None
     if types is not None:
         table = table.filter(pc.is_in(table.column("type"), pa.array(sorted(types), pa.string())))
     for row in table.to_pylist():

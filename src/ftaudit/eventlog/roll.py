@@ -12,7 +12,10 @@ Durability is the flush's, never the roll's: each flush is sealed on its own fir
 crash loses nothing that was durable. The merged segment appears under a new name (the
 originals' files never change), the listing then skips the originals it holds, and they
 are removed one roll later, so that a reader which listed them just before the roll can
-still read them. A hole (dropped events, a sequence gap) starts a new roll: it stays
+still read them (a reader that is slower than that lists the run again: see
+``reader.relisting``). At a clean close (:meth:`Roller.close`) the tail is rolled too,
+whatever its length, and every original is removed: a finished writer leaves merged
+segments only. A hole (dropped events, a sequence gap) starts a new roll: it stays
 visible. A roll that fails leaves the originals as they are (logged once): it is only an
 optimisation for the readers.
 """
@@ -81,11 +84,22 @@ class Roller:
             return
         self.rolls += 1
         stale, self._stale = self._stale, [path for _, path in tail]
-        for path in stale:
-            try:
-                path.unlink()
-            except OSError:
-                pass  # already gone (``ftaudit compact``), or the disk refuses: skipped anyway
+        _remove(stale)
+
+    def close(self) -> None:
+        """The writer's last flush is durable: roll what is left of the tail and remove every
+        original (a reader that listed one lists the run again and reads the merged one)."""
+        self.roll()
+        stale, self._stale = self._stale, []
+        _remove(stale)
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink()
+        except OSError:
+            pass  # already gone (``ftaudit compact``), or the disk refuses: skipped anyway
 
 
 __all__ = ["Roller"]

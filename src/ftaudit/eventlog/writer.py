@@ -56,8 +56,9 @@ class WriterOptions:
     roll_segments: int = 256
     """Seal this many consecutive small segments again as one (or fewer holding
     ``flush_rows`` events), from memory, keeping each one's digest, chain link and MAC in
-    the merged footer; 0: never. A writer flushed every step would otherwise leave one
-    file per step, and the verifier pays per file (see :mod:`ftaudit.eventlog.roll`)."""
+    the merged footer, and what is left of them at :meth:`EventWriter.close`; 0: never.
+    A writer flushed every step would otherwise leave one file per step, and the verifier
+    pays per file (see :mod:`ftaudit.eventlog.roll`)."""
     flush_interval_s: float = 2.0
     """Flush in the background when the oldest buffered event is this old."""
     fsync: bool = True
@@ -234,6 +235,10 @@ class EventWriter:
             return
         try:
             self.flush()
+            if self._roller is not None and not self._buffer:  # all durable: roll the tail
+                with self._io_lock:
+                    self._roller.close()
+                    self.stats.rolls = self._roller.rolls
         finally:
             self.report_losses()
         self._closed = True

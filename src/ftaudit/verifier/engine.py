@@ -10,6 +10,7 @@ from ftaudit.errors import (
     UnknownRuleError,
     UsageError,
 )
+from ftaudit.eventlog.reader import RunScan, relisting
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation
@@ -79,10 +80,15 @@ def verify(
         progress(f"reading {os.fspath(run_dir)}")
     scope: IncrementalScope | None = None
     if since_step is not None and since_step > 0:
-        scan, scope = select_scope(run_dir, since_step)
-        opened = Session.open(
-            run_dir, scan=scan, head_only=scope.head_only, witness_only=scope.witness_only
-        )
+
+        def select_and_load() -> tuple[RunScan, IncrementalScope, Session]:
+            scan, scope = select_scope(run_dir, since_step)
+            opened = Session.open(
+                run_dir, scan=scan, head_only=scope.head_only, witness_only=scope.witness_only
+            )
+            return scan, scope, opened
+
+        scan, scope, opened = relisting(select_and_load)  # a roll removed a selected one
         if progress:
             progress(
                 f"incremental from step {since_step}: {len(scan.segments)} of "

@@ -28,15 +28,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import int64_scalar, string_scalar
 from ftaudit.eventlog.reader import (
     UNREADABLE,
+    FooterChecks,
     RunScan,
     SegmentInfo,
     check_segment,
     digest_problem,
     superseded,
+    unreadable,
 )
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
@@ -96,6 +97,7 @@ class FooterCache:
     A sealed segment never changes (a flush writes a temp file and renames it), so a
     follower of a live run reads each footer once, not once per poll. What a cache
     cannot see (a segment rewritten in place) the final, uncached verification reads.
+    A segment a writer's roll removed leaves the cache at the next listing (:meth:`keep`).
     """
 
     metadata: dict[Path, pq.FileMetaData] = field(default_factory=dict)
@@ -115,6 +117,32 @@ class FooterCache:
             self.digests[info.path] = digest_problem(info)
         return self.digests[info.path]
 
+    checks: FooterChecks = field(default_factory=FooterChecks)
+    """Schemas shared by the cached footers, and the column checks already done."""
+
+    def keep(self, listing: SegmentListing) -> None:
+        """Forget the segments ``listing`` no longer holds: originals a roll merged (their
+        merged segment is listed instead) or files removed since; a long follower's memory
+        then follows the listed segments, not every file it ever saw."""
+        listed = {f.path for f in listing.files}
+        for cached in (self.metadata, self.infos, self.max_steps, self.allocations, self.digests):
+            for path in [p for p in cached if p not in listed]:
+                del cached[path]
+        for path in [p for p in self.buffer_sizes if p not in listed]:
+            del self.buffer_sizes[path]
+
+    @property
+    def paths(self) -> set[Path]:
+        """The segments the cache holds something of."""
+        return {
+            *self.metadata,
+            *self.infos,
+            *self.max_steps,
+            *self.allocations,
+            *self.buffer_sizes,
+            *self.digests,
+        }
+
     def md(self, path: Path) -> pq.FileMetaData:
         """The Parquet footer of ``path``."""
         md = self.metadata.get(path)
@@ -122,15 +150,14 @@ class FooterCache:
             try:
                 md = self.metadata[path] = pq.read_metadata(path)
             except UNREADABLE as exc:
-                reason = f"not a readable Parquet file ({exc})"
-                raise CorruptSegmentError(path, reason) from None
+                raise unreadable(path, exc, "not a readable Parquet file") from None
         return md
 
     def info(self, listed: SegmentFile) -> SegmentInfo:
         """The checked footer of ``listed`` (read on first use)."""
         found = self.infos.get(listed.path)
         if found is None:
-            found = self.infos[listed.path] = check_segment(listed)
+            found = self.infos[listed.path] = check_segment(listed, self.checks)
         return found
 
     def max_step(self, path: Path) -> int | None:
@@ -200,7 +227,10 @@ def _column(table: pa.Table, name: str) -> pa.ChunkedArray | None:
 
 def _read(path: Path, columns: list[str]) -> pa.Table:
     # not pq.read_table: it imports pyarrow.dataset, and with it pandas (half a second)
-    return pq.ParquetFile(path).read(columns=columns)
+    try:
+        return pq.ParquetFile(path).read(columns=columns)
+    except UNREADABLE as exc:
+        raise unreadable(path, exc, "unreadable") from None
 
 
 def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:

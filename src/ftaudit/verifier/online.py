@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import string_scalar
-from ftaudit.eventlog.reader import RunScan, SegmentInfo, superseded
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, relisting, superseded
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentListing, list_segments
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
@@ -145,10 +145,19 @@ class OnlineVerifier:
 
     def poll(self) -> Poll:
         """Judge what settled since the last poll; raises ``UnusableInputError`` as
-        ``ft-verify`` does (a corrupt segment, a foreign file)."""
+        ``ft-verify`` does (a corrupt segment, a foreign file).
+
+        A segment that a writer's roll removed between this poll's listing and its reading
+        makes the poll list the run again (:func:`~ftaudit.eventlog.reader.relisting`):
+        the merged segment holding it is read instead.
+        """
         if self.final is not None:
             return Poll(None, (), self.final)
+        return relisting(self._poll)
+
+    def _poll(self) -> Poll:
         listing = list_segments(self.run_dir, allow_empty=True)
+        self._cache.keep(listing)
         if not listing.writers:
             return Poll(None, (), None)
         for listed in listing.files:
@@ -191,8 +200,9 @@ class OnlineVerifier:
 
     @property
     def segments_seen(self) -> int:
-        """How many sealed segments the polls have listed so far (their footers cached)."""
-        return len(self._cache.infos)
+        """How many segments the follower keeps footers of: at most those the last poll
+        listed (the originals a roll removed are forgotten)."""
+        return len(self._cache.paths)
 
     def passed(self, *, strict: bool = False) -> bool:
         """The final verdict once finished; until then, whether no violation was found."""

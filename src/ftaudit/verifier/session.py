@@ -27,8 +27,9 @@ from ftaudit.errors import (
 )
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.load import append_segments, fits
-from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.reader import RunScan, relisting, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.rundir import SegmentListing
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
@@ -85,6 +86,7 @@ class Session:
         *,
         registry: EventRegistry = default_registry,
         scan: RunScan | None = None,
+        listing: SegmentListing | None = None,
         head_only: Collection[str] = (),
         witness_only: Collection[str] = (),
     ) -> Session:
@@ -92,10 +94,27 @@ class Session:
 
         An incremental verification passes the ``scan`` of the segments it needs, the
         ``head_only`` segments of which only the :data:`HEAD` rows are kept, and the
-        ``witness_only`` ones of which only the :data:`WITNESS_WINDOW` rows are.
+        ``witness_only`` ones of which only the :data:`WITNESS_WINDOW` rows are; a segment
+        of a given ``scan`` that is gone raises :class:`SegmentVanishedError` (the caller
+        selects again). Without one, the session lists the run itself (first from
+        ``listing`` when given) and lists it again when a writer's roll or a compaction
+        removed a listed segment before it was loaded (see :func:`scan_run`).
         """
+        if scan is not None:
+            return cls._load(scan, registry, _partial(head_only, witness_only))
+        given = [listing] if listing is not None else []
         partial = _partial(head_only, witness_only)
-        scan = scan if scan is not None else scan_run(run_dir)
+
+        def read() -> Session:
+            found = scan_run(run_dir, listing=given.pop() if given else None, digests=True)
+            return cls._load(found, registry, partial)
+
+        return relisting(read)
+
+    @classmethod
+    def _load(
+        cls, scan: RunScan, registry: EventRegistry, partial: dict[str, tuple[str, ...]]
+    ) -> Session:
         check_types(scan, registry)
         con = open_memory()
         try:
