@@ -82,11 +82,17 @@ def count(run: Path) -> dict[str, int]:
 
 
 def synth(run: Path, args: argparse.Namespace, every: int, roll: int | None) -> dict[str, Any]:
+    """Write the run (its measurement kept beside it: a later call reuses both)."""
+    kept = run.with_name(f"{run.name}.synth.json")
+    if run.exists() and kept.exists():
+        return json.loads(kept.read_text())
     cmd = [*FTAUDIT, "synth", str(run), "--steps", str(args.steps), "--cells", str(args.cells)]
     cmd += ["--ranks", "1", "--no-fsync", "--flush-every", str(every)]
     if roll is not None:
         cmd += ["--roll-segments", str(roll)]
-    return measure(cmd)
+    made = {**measure(cmd), "measured_at": time.ctime(), "load_at_start": os.getloadavg()[0]}
+    kept.write_text(json.dumps(made) + "\n")
+    return made
 
 
 def verify(run: Path) -> dict[str, Any]:
@@ -124,12 +130,15 @@ def bench(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if {k: earlier.get(k) for k in shape} != shape:
             raise SystemExit(f"{args.json} holds another run shape: {earlier}")
         result = earlier
-    for name in CASES:
+    for name in args.cases.split(","):
+        if name not in CASES:
+            raise SystemExit(f"unknown case {name!r}; cases: {', '.join(CASES)}")
         if name in result["cases"]:
             continue
         load = os.getloadavg()[0]
         measured = {"measured_at": time.ctime(), "load_at_start": load}
         result["cases"][name] = {**case(name, args, workdir), **measured}
+        result["cases"][name]["load_at_end"] = os.getloadavg()[0]
         if args.json:  # each case as soon as it is measured: a long run can be resumed
             args.json.write_text(json.dumps(result, indent=2) + "\n")
     ratios(result)
@@ -150,8 +159,12 @@ def machine() -> str:
 
 
 def load(c: dict[str, Any]) -> str:
-    at = c.get("load_at_start")
-    return "" if at is None else f", load average {at:.1f} at its start"
+    at, end = c.get("load_at_start"), c.get("load_at_end")
+    if at is None:
+        return ""
+    return f", load average {at:.1f} at its start" + (
+        "" if end is None else f", {end:.1f} at its end"
+    )
 
 
 def markdown(r: dict[str, Any]) -> str:
@@ -202,6 +215,7 @@ def main() -> None:
     parser.add_argument(
         "--resume", action="store_true", help="keep the cases the --json file holds already"
     )
+    parser.add_argument("--cases", default=",".join(CASES), help="which cases, comma-separated")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ftaudit-segments-"))
     try:

@@ -62,14 +62,17 @@ def test_rolled_segments_hold_the_same_events_in_fewer_files(
     assert _by_role(rolled) == _by_role(plain)
     listed = list_segments(rolled)
     trainer = listed.writers[_trainer(rolled).name]
-    assert len(trainer) == STEPS // ROLL + STEPS % ROLL  # 5 rolls, then 2 flushes unrolled
-    assert [f.last_seq is not None for f in trainer] == [True] * 5 + [False] * 2
-    # the last roll's originals wait for the next roll: left, listed as held, never read
-    held = [p for p in listed.covered if p.parent == _trainer(rolled)]
-    assert len(held) == ROLL
-    assert len(list(_trainer(rolled).glob("*.parquet"))) == len(trainer) + ROLL
-    meta = pq.read_metadata(_rolled(rolled)[0]).metadata or {}
-    assert len(json.loads(meta[PARTS_KEY.encode()])) == ROLL
+    # 5 rolls of 4 flushes, then the last 2 flushes rolled at the writer's clean close
+    assert [(f.last_seq or f.first_seq) - f.first_seq + 1 for f in trainer] == [8] * 5 + [4]
+    assert all(f.last_seq is not None for f in trainer)
+    # the close removed every original, the last roll's too: only merged segments are left
+    assert not listed.covered
+    assert len(list(_trainer(rolled).glob("*.parquet"))) == len(trainer)
+    parts = [
+        json.loads((pq.read_metadata(p).metadata or {})[PARTS_KEY.encode()])
+        for p in _rolled(rolled)
+    ]
+    assert [len(p) for p in parts] == [ROLL] * 5 + [STEPS % ROLL]
     assert verdict(ftaudit, rolled) == verdict(ftaudit, plain) == (0, [])
 
 
@@ -132,18 +135,23 @@ def test_a_removed_rolled_segment_is_a_hole(
 def test_leftover_originals_are_never_read_and_compact_removes_them(
     ftaudit: Invoke, runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    run = _copy(runs[1], tmp_path / "run")
-    before = events(run)
+    # a job killed after its last flush: its writers never closed, so the last roll's
+    # originals are still there (a clean close removes them)
+    run = write_small_segments(tmp_path / "run", steps=STEPS, roll=ROLL, finish=False)
+    before, judged = events(run), verdict(ftaudit, run)
+    assert judged[0] == 1 and {kind for _, kind in judged[1]} <= {"unfinished", "unvouched_tail"}, (
+        judged
+    )
     leftovers = list_segments(run).covered
-    assert leftovers
+    assert len(leftovers) == 2 * ROLL  # the last roll of the driver and of the trainer
     for path in leftovers:  # redundant copies: what they say does not count
         path.write_bytes(b"PAR1 damaged")
-    assert events(run) == before and verdict(ftaudit, run) == (0, [])
+    assert events(run) == before and verdict(ftaudit, run) == judged
     result = ftaudit("compact", run)
     check_exit(result, 0)
     assert f"{len(leftovers)} left by an earlier compaction removed" in result.stderr
     assert not any(p.exists() for p in leftovers)
-    assert events(run) == before and verdict(ftaudit, run) == (0, [])
+    assert events(run) == before and verdict(ftaudit, run) == judged
     assert all(len(files) == 1 for files in list_segments(run).writers.values())
 
 

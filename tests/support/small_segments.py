@@ -11,10 +11,17 @@ from tests.support.cli import Invoke
 
 
 def write_small_segments(
-    run_dir: Path, *, steps: int = 12, key: bytes | None = None, roll: int = 0
+    run_dir: Path,
+    *,
+    steps: int = 12,
+    key: bytes | None = None,
+    roll: int = 0,
+    finish: bool = True,
 ) -> Path:
     """A trainer and a driver flushing after every step, a checkpoint every third step;
-    writers roll every ``roll`` segments (0: never)."""
+    writers roll every ``roll`` segments (0: never). ``finish=False`` leaves the run as a
+    job killed after its last flush does: no ``run_finished``, no clean close (which would
+    roll the writers' tails and remove their originals), the writers left open."""
     options = WriterOptions(fsync=False, mac_key=key, roll_segments=roll)
     run = RunLog.start(run_dir, buffer_size=8, options=options)
     trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
@@ -25,7 +32,8 @@ def write_small_segments(
         run.flush()
         if step % 3 == 2:
             run.record_checkpoint(step)
-    run.finish()
+    if finish:
+        run.finish()
     return run_dir
 
 

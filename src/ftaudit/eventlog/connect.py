@@ -8,8 +8,9 @@ import duckdb
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.connections import open_memory
-from ftaudit.eventlog.reader import relisting, scan_run
+from ftaudit.eventlog.reader import scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
+from ftaudit.eventlog.rundir import relisting
 from ftaudit.eventlog.views import create_views, lock_down
 
 

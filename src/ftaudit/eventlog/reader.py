@@ -4,10 +4,9 @@ back as typed records."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,33 +17,12 @@ from ftaudit.eventlog.arrow_schema import from_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
+from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments, relisting
 from ftaudit.eventlog.segment import SegmentMeta, file_digest
 
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 """What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
 (``UnicodeDecodeError`` among them) from a footer whose names are no longer UTF-8."""
-
-RELISTS = 8
-"""How many times a reader that listed the run itself lists it again when a listed segment
-vanished before it was read (a writer rolls every 256 flushes: one re-list almost always
-does; more means the run is being rewritten faster than it can be read)."""
-
-
-_T = TypeVar("_T")
-
-
-def relisting(read: Callable[[], _T]) -> _T:
-    """``read()``, called again (up to :data:`RELISTS` times) while it raises
-    :class:`SegmentVanishedError`: ``read`` lists the run itself, so each call sees the
-    merged segment that now holds a removed original (and a segment that vanished with
-    nothing holding it as a sequence gap, which FT001 reports)."""
-    for _ in range(RELISTS):
-        try:
-            return read()
-        except SegmentVanishedError:
-            continue
-    return read()
 
 
 def unreadable(path: Path, exc: BaseException, reason: str) -> CorruptSegmentError:

@@ -13,9 +13,9 @@ crash loses nothing that was durable. The merged segment appears under a new nam
 originals' files never change), the listing then skips the originals it holds, and they
 are removed one roll later, so that a reader which listed them just before the roll can
 still read them (a reader that is slower than that lists the run again: see
-``reader.relisting``). At a clean close (:meth:`Roller.close`) the tail is rolled too,
-whatever its length, and every original is removed: a finished writer leaves merged
-segments only. A hole (dropped events, a sequence gap) starts a new roll: it stays
+``rundir.relisting``). At a clean close (:meth:`Roller.close`) the tail is rolled too
+(from 32 segments, an eighth of a roll), and every original is removed: a finished writer
+leaves no run of small segments. A hole (dropped events, a sequence gap) starts a new roll: it stays
 visible. A roll that fails leaves the originals as they are (logged once): it is only an
 optimisation for the readers.
 """
@@ -87,11 +87,20 @@ class Roller:
         _remove(stale)
 
     def close(self) -> None:
-        """The writer's last flush is durable: roll what is left of the tail and remove every
-        original (a reader that listed one lists the run again and reads the merged one)."""
-        self.roll()
+        """The writer's last flush is durable: roll what is left of the tail (when it holds
+        at least :attr:`close_tail` segments) and remove every original (a reader that listed
+        one lists the run again and reads the merged one)."""
+        if len(self._tail) >= self.close_tail:
+            self.roll()
         stale, self._stale = self._stale, []
         _remove(stale)
+
+    @property
+    def close_tail(self) -> int:
+        """The shortest tail worth rolling at a close: an eighth of a roll (32 segments by
+        default, at least 2). A shorter tail costs a reader well under a tenth of a second,
+        and a short-lived writer's few flushes stay the files it sealed."""
+        return max(2, self._segments // 8)
 
 
 def _remove(paths: list[Path]) -> None:

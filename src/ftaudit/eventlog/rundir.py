@@ -25,12 +25,18 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TypeVar
 
-from ftaudit.errors import CorruptSegmentError, RunFileError, UnusableInputError
+from ftaudit.errors import (
+    CorruptSegmentError,
+    RunFileError,
+    SegmentVanishedError,
+    UnusableInputError,
+)
 
 EVENTS_DIR = "events"
 """The folder of a run's segments, one sub-folder per writer."""
@@ -248,6 +254,28 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
     if not writers and not allow_empty:
         raise UnusableInputError(f"{root}: the run has no event segments")
     return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)), tuple(sorted(held)))
+
+
+RELISTS = 8
+"""How many times a reader that listed the run itself lists it again when a listed segment
+vanished before it was read (a writer rolls every 256 flushes: one re-list almost always
+does; more means the run is being rewritten faster than it can be read)."""
+
+
+_T = TypeVar("_T")
+
+
+def relisting(read: Callable[[], _T]) -> _T:
+    """``read()``, called again (up to :data:`RELISTS` times) while it raises
+    :class:`SegmentVanishedError`: ``read`` lists the run itself, so each call sees the
+    merged segment that now holds a removed original (and a segment that vanished with
+    nothing holding it as a sequence gap, which FT001 reports)."""
+    for _ in range(RELISTS):
+        try:
+            return read()
+        except SegmentVanishedError:
+            continue
+    return read()
 
 
 RUN_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,127}$")

@@ -56,7 +56,7 @@ class WriterOptions:
     roll_segments: int = 256
     """Seal this many consecutive small segments again as one (or fewer holding
     ``flush_rows`` events), from memory, keeping each one's digest, chain link and MAC in
-    the merged footer, and what is left of them at :meth:`EventWriter.close`; 0: never.
+    the merged footer, and 32 or more left at :meth:`EventWriter.close`; 0: never.
     A writer flushed every step would otherwise leave one file per step, and the verifier
     pays per file (see :mod:`ftaudit.eventlog.roll`)."""
     flush_interval_s: float = 2.0

@@ -10,7 +10,8 @@ from ftaudit.errors import (
     UnknownRuleError,
     UsageError,
 )
-from ftaudit.eventlog.reader import RunScan, relisting
+from ftaudit.eventlog.reader import RunScan
+from ftaudit.eventlog.rundir import relisting
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Report, RuleResult, Violation

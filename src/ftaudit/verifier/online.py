@@ -33,9 +33,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import string_scalar
-from ftaudit.eventlog.reader import RunScan, SegmentInfo, relisting, superseded
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, superseded
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.rundir import SegmentListing, list_segments
+from ftaudit.eventlog.rundir import SegmentListing, list_segments, relisting
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.engine import check_session, select_rules, verify
 from ftaudit.verifier.findings import Report, Violation
@@ -148,7 +148,7 @@ class OnlineVerifier:
         ``ft-verify`` does (a corrupt segment, a foreign file).
 
         A segment that a writer's roll removed between this poll's listing and its reading
-        makes the poll list the run again (:func:`~ftaudit.eventlog.reader.relisting`):
+        makes the poll list the run again (:func:`~ftaudit.eventlog.rundir.relisting`):
         the merged segment holding it is read instead.
         """
         if self.final is not None:

@@ -27,9 +27,9 @@ from ftaudit.errors import (
 )
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.load import append_segments, fits
-from ftaudit.eventlog.reader import RunScan, relisting, scan_run
+from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
-from ftaudit.eventlog.rundir import SegmentListing
+from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
