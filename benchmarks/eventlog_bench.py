@@ -57,6 +57,7 @@ from ftaudit.eventlog import (
     WriterOptions,
     step_context,
 )
+from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.context import NO_CONTEXT
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.segment import PARQUET_OPTIONS, Batch, build_table
@@ -149,14 +150,6 @@ def bench_jsonl(events: list[Event], root: Path) -> tuple[float, float, int]:
             os.fsync(f.fileno())
     durable = time.perf_counter()
     return durable - started, time.process_time() - cpu, path.stat().st_size
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
