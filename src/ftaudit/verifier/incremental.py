@@ -23,6 +23,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -109,6 +110,8 @@ class FooterCache:
     """The buffer sizes a driver segment's ``run_started`` rows declare, by path."""
     digests: dict[Path, str | None] = field(default_factory=dict)
     """Whether a segment's bytes match its digest (:func:`digest_problem`), by path."""
+    checks: FooterChecks = field(default_factory=FooterChecks)
+    """Schemas shared by the cached footers, and the column checks already done."""
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
@@ -117,31 +120,29 @@ class FooterCache:
             self.digests[info.path] = digest_problem(info)
         return self.digests[info.path]
 
-    checks: FooterChecks = field(default_factory=FooterChecks)
-    """Schemas shared by the cached footers, and the column checks already done."""
-
     def keep(self, listing: SegmentListing) -> None:
         """Forget the segments ``listing`` no longer holds: originals a roll merged (their
         merged segment is listed instead) or files removed since; a long follower's memory
         then follows the listed segments, not every file it ever saw."""
         listed = {f.path for f in listing.files}
-        for cached in (self.metadata, self.infos, self.max_steps, self.allocations, self.digests):
+        for cached in self._by_path():
             for path in [p for p in cached if p not in listed]:
                 del cached[path]
-        for path in [p for p in self.buffer_sizes if p not in listed]:
-            del self.buffer_sizes[path]
 
     @property
     def paths(self) -> set[Path]:
         """The segments the cache holds something of."""
-        return {
-            *self.metadata,
-            *self.infos,
-            *self.max_steps,
-            *self.allocations,
-            *self.buffer_sizes,
-            *self.digests,
-        }
+        return {path for cached in self._by_path() for path in cached}
+
+    def _by_path(self) -> tuple[dict[Path, Any], ...]:
+        return (
+            self.metadata,
+            self.infos,
+            self.max_steps,
+            self.allocations,
+            self.buffer_sizes,
+            self.digests,
+        )
 
     def md(self, path: Path) -> pq.FileMetaData:
         """The Parquet footer of ``path``."""

@@ -100,10 +100,10 @@ class Session:
         ``listing`` when given) and lists it again when a writer's roll or a compaction
         removed a listed segment before it was loaded (see :func:`scan_run`).
         """
-        if scan is not None:
-            return cls._load(scan, registry, _partial(head_only, witness_only))
-        given = [listing] if listing is not None else []
         partial = _partial(head_only, witness_only)
+        if scan is not None:
+            return cls._load(scan, registry, partial)
+        given = [listing] if listing is not None else []
 
         def read() -> Session:
             found = scan_run(run_dir, listing=given.pop() if given else None, digests=True)
