@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,18 @@ class IncrementalScope:
         return self.first_seq.get(writer, 1) == 0
 
 
+@dataclass(frozen=True)
+class _Declaring:
+    """What a cache knows of one writer's declaring segments (:meth:`FooterCache.declaring`)."""
+
+    looked: int
+    """How many of the writer's first segments were looked at."""
+    last: Path | None
+    """The last of them (None: none): still there at the same place, nothing before it moved."""
+    found: tuple[int, ...]
+    """The positions, among those, of the segments whose footer lists a declaration."""
+
+
 @dataclass
 class FooterCache:
     """Footers already read, by path, kept across calls by a long-lived reader.
@@ -112,6 +125,8 @@ class FooterCache:
     """Whether a segment's bytes match its digest (:func:`digest_problem`), by path."""
     checks: FooterChecks = field(default_factory=FooterChecks)
     """Schemas shared by the cached footers, and the column checks already done."""
+    declared: dict[str, _Declaring] = field(default_factory=dict)
+    """Per writer, its segments that declare (:meth:`declaring`), as far as looked at."""
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
@@ -126,8 +141,11 @@ class FooterCache:
         then follows the listed segments, not every file it ever saw."""
         listed = {f.path for f in listing.files}
         for cached in self._by_path():
-            for path in [p for p in cached if p not in listed]:
+            gone = [p for p in cached if p not in listed]
+            for path in gone:
                 del cached[path]
+            if gone:
+                self.declared.clear()  # positions moved: look again, once
 
     @property
     def paths(self) -> set[Path]:
@@ -143,6 +161,32 @@ class FooterCache:
             self.buffer_sizes,
             self.digests,
         )
+
+    def declaring(self, files: Sequence[SegmentFile], upto: int) -> list[SegmentFile]:
+        """Those of one writer's first ``upto`` segments whose footer lists a
+        :data:`DECLARATIONS` event.
+
+        Only the segments not looked at before are: a follower's poll looks at those
+        sealed since the last one, not at the run's history. Segments are listed in
+        sequence order and a sealed one never changes, so what was looked at holds while
+        the last segment looked at is still at its place (a segment listed before it
+        moves it; a removed one, a roll's original, clears what :meth:`keep` knew).
+        """
+        if not files:
+            return []
+        writer = files[0].writer
+        known = self.declared.get(writer)
+        if (
+            known is None
+            or known.looked > len(files)
+            or (known.last is not None and files[known.looked - 1].path != known.last)
+        ):
+            known = _Declaring(0, None, ())
+        if upto > known.looked:
+            new = [j for j in range(known.looked, upto) if _declares(self.info(files[j]))]
+            known = _Declaring(upto, files[upto - 1].path, (*known.found, *new))
+            self.declared[writer] = known
+        return [files[j] for j in known.found if j < upto]
 
     def md(self, path: Path) -> pq.FileMetaData:
         """The Parquet footer of ``path``."""
@@ -331,12 +375,11 @@ def select(
         last = files[-1]
         last_seq[writer] = last.first_seq + last.md.num_rows - 1
         i = _suffix(files, lookback)
-        before = [
-            f
-            for j, f in enumerate(files[:i])
-            if (j == 0 and writer in drivers) or _declares(cache.info(f.listed))
-        ]
-        chosen += [cache.info(f.listed) for f in before]
+        listed = listing.writers[writer]
+        before = cache.declaring(listed, i)
+        if i and writer in drivers and (not before or before[0] is not listed[0]):
+            before.insert(0, listed[0])  # for its run_started
+        chosen += [cache.info(f) for f in before]
         heads.update(str(f.path) for f in before)
         if i < len(files):
             first_seq[writer] = files[i].first_seq

@@ -52,7 +52,16 @@ def check_types(scan: RunScan, registry: EventRegistry) -> None:
 ONE_THREAD_ROWS = 100_000
 """A session over fewer rows runs DuckDB on one thread: its queries take longer to plan
 than to run, and a second thread only adds hand-offs (8-10% of ``ft-verify``'s CPU on
-runs of 256 and 10,000 events, and no longer a wall time, measured at load 12)."""
+runs of 256 and 10,000 events, and no longer a wall time, measured at load 12). The
+choice is fixed once the session's configuration is locked; a session moved along a live
+run (:meth:`Session.move`) that outgrew it is opened again, so a follower that attached
+to a still-small run gets DuckDB's threads once its window grew (once: a session on all
+threads keeps them when its window shrinks)."""
+
+
+def _one_thread(scan: RunScan) -> bool:
+    """Whether a session over ``scan``'s segments runs DuckDB on one thread."""
+    return sum(info.num_rows for info in scan.segments) < ONE_THREAD_ROWS
 
 
 @dataclass
@@ -78,6 +87,8 @@ class Session:
     """Segments of which only some event types are loaded: path -> those types."""
     _types: frozenset[str] | None = None
     """The event types of the loaded rows (asked of DuckDB on first use, again after a move)."""
+    one_thread: bool = False
+    """Whether DuckDB runs on one thread (:data:`ONE_THREAD_ROWS`)."""
 
     @classmethod
     def open(
@@ -117,8 +128,9 @@ class Session:
     ) -> Session:
         check_types(scan, registry)
         con = open_memory()
+        one = _one_thread(scan)
         try:
-            if sum(info.num_rows for info in scan.segments) < ONE_THREAD_ROWS:
+            if one:
                 con.execute("SET threads = 1")
             schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
             _keep(con, partial)
@@ -133,7 +145,7 @@ class Session:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
-        return cls(scan, con, schema, registry, _partial=partial)
+        return cls(scan, con, schema, registry, _partial=partial, one_thread=one)
 
     def move(
         self,
@@ -157,7 +169,8 @@ class Session:
         regrown = any(
             path in wanted and partial.get(path) != kept for path, kept in self._partial.items()
         )
-        if not fits(new, self.schema) or regrown:
+        outgrown = self.one_thread and not _one_thread(scan)  # its threads are locked
+        if not fits(new, self.schema) or regrown or outgrown:
             return False
         check_types(new, self.registry)
         try:
