@@ -186,14 +186,10 @@ def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]
     return out + _identity_problems(present)
 
 
-def _checked(order: int, event_type: EventType, problems: list[tuple[str, str]], where: str) -> str:
-    """The rows of one event type, each with what is wrong with it (NULL: nothing)."""
+def _checked(event_type: EventType, problems: list[tuple[str, str]]) -> str:
+    """What is wrong with a row of one event type (NULL: nothing), its first problem first."""
     cases = " ".join(f"WHEN {cond} THEN {literal(why)}" for cond, why in problems)
-    return f"""
-        SELECT {order} AS _order, {literal(event_type.name)} AS type, s.filename, s.seq,
-               CASE {cases} END AS why
-        FROM {SEGMENTS} s LEFT JOIN rings USING (incarnation)
-        WHERE s.type = {literal(event_type.name)}{where}"""
+    return f"WHEN {literal(event_type.name)} THEN CASE {cases} END"
 
 
 def check_rows(
@@ -203,30 +199,42 @@ def check_rows(
 ) -> None:
     """Raise :class:`CorruptSegmentError` for the first row that breaks its model.
 
-    One query checks every event type (one per type cost each its planning).
-    ``added`` limits the check to the rows of those segments: the ones just added to a
-    table whose other rows were checked before.
+    One query checks every event type that has rows (one per type cost each its
+    planning, and so does a type without rows: a small run has rows of about half of
+    them). ``added`` limits the check to the rows of those segments: the ones just added
+    to a table whose other rows were checked before.
     """
-    where, types = "", None
+    where = ""
     if added is not None:
         paths = sorted(str(info.path) for info in added)
         where = f" AND list_contains({string_list(paths)}, s.filename)"
-        types = {name for info in added for name in info.meta.types}
+    # the rows' own types, not the footers' lists: a forged footer may leave one out
+    found_types = con.execute(f"SELECT DISTINCT type FROM {SEGMENTS} s WHERE true{where}")
+    types = {name for (name,) in found_types.fetchall()}
     present = {row[0] for row in con.execute(f"DESCRIBE {SEGMENTS}").fetchall()}
     buffer_size = "run_started.buffer_size"
     ring = ident(buffer_size) if buffer_size in present else "CAST(NULL AS BIGINT)"
-    parts = []
+    orders, parts = [], []
     for order, event_type in enumerate(registry):
+        if event_type.name not in types:
+            continue
         problems = _problems(event_type, present)
-        if problems and (types is None or event_type.name in types):
-            parts.append(_checked(order, event_type, problems, where))
+        if problems:
+            orders.append(f"WHEN {literal(event_type.name)} THEN {order}")
+            parts.append(_checked(event_type, problems))
     if not parts:
         return
+    # one scan, each row judged by its own type's conditions (one subquery per type cost
+    # each its planning)
     found = con.execute(
         f"""WITH rings AS (
                 SELECT incarnation, max({ring}) AS _ring
                 FROM {SEGMENTS} WHERE type = 'run_started' GROUP BY incarnation),
-            checked AS ({" UNION ALL ".join(parts)})
+            checked AS (
+                SELECT CASE s.type {" ".join(orders)} END AS _order, s.type, s.filename,
+                       s.seq, CASE s.type {" ".join(parts)} END AS why
+                FROM {SEGMENTS} s LEFT JOIN rings USING (incarnation)
+                WHERE true{where})
             SELECT type, filename, seq, why FROM checked WHERE why IS NOT NULL
             ORDER BY _order, filename, seq LIMIT 1"""
     ).fetchone()
