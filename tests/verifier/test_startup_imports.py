@@ -71,6 +71,8 @@ def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path)
         "import sys\n"
         "from ftaudit.cli.verify_cmd import main\n"
         f"sys.argv = ['ft-verify', {str(small_run)!r}, '--format', 'json']\n"
+        "import gc\n"
+        "usual = gc.get_threshold()\n"
         "try:\n"
         "    main()\n"
         "except SystemExit as exit:\n"
@@ -78,6 +80,8 @@ def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path)
         f"heavy = [m for m in {NOT_ON_THE_VERIFY_PATH!r} "
         "if any(k == m or k.startswith(m + '.') for k in sys.modules)]\n"
         "assert not heavy, f'imported by ft-verify: {heavy}'\n"
+        # the start-up's objects were frozen once the imports were made (ftaudit.cli.startup)
+        "assert gc.get_freeze_count() > 0 and gc.get_threshold() == usual\n"
         f"{NO_VALIDATOR_BUILT}"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

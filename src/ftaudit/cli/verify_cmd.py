@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from ftaudit.cli import exit_codes
+from ftaudit.cli.startup import collecting_late, imports_made
 from ftaudit.cli.terminal import (
     DEFAULT_WIDTH,
     Terminal,
@@ -153,13 +154,13 @@ def verify(
     Exit codes: 0 all rules hold, 1 violations, 2 could not verify (unusable input).
     """
     from ftaudit.cli.progress import progress_display
+    from ftaudit.eventlog.keys import load_key
     from ftaudit.verifier import select_rules
     from ftaudit.verifier import verify as run_verify
     from ftaudit.verifier.anchors import Anchors
 
+    imports_made()
     select, skip = rule or None, tuple(skip_rule or ())
-    from ftaudit.eventlog.keys import load_key
-
     key = guarded(lambda: load_key(key_file))
     seal = guarded(lambda: _read_seal(manifest, key)) if manifest is not None else None
     rules = guarded(lambda: select_rules(select, skip))  # a bad name fails before any work
@@ -239,4 +240,5 @@ def build_app() -> typer.Typer:
 
 def main() -> None:
     """Entry point of the ``ft-verify`` script."""
-    run_app(build_app(), "ft-verify")
+    with collecting_late():
+        run_app(build_app(), "ft-verify")
