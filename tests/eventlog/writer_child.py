@@ -28,7 +28,10 @@ def write_until_killed(run_dir: str, progress: str, seed: int) -> None:
     i = 0
     while True:
         for _ in range(rng.randint(1, 300)):
-            writer.log(Metric(step=i, attempt=0, values={"i": float(i)}))
+            if i % 2:  # as field values (the hooks' way) and as objects, one sequence
+                writer.log_fields(Metric, {"i": float(i)}, step=i, attempt=0)
+            else:
+                writer.log(Metric(step=i, attempt=0, values={"i": float(i)}))
             i += 1
         durable = writer.flush()
         os.write(fd, f"{durable}\n".encode())

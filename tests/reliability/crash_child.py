@@ -112,10 +112,12 @@ def train_until_killed(
     iteration = 0
     while True:
         for _ in range(rng.randint(1, 400)):
-            last[EXPLICIT] = explicit.log(
-                Metric(step=last[EXPLICIT] + 1, attempt=0, values={"i": float(last[EXPLICIT] + 1)})
-            )
-            background.log(Metric(step=bg_seq, attempt=0, values={"i": float(bg_seq)}))
+            nxt = last[EXPLICIT] + 1
+            if nxt % 2:  # both ways of logging share one sequence: kills hit either
+                last[EXPLICIT] = explicit.log_fields(Metric, {"i": float(nxt)}, step=nxt, attempt=0)
+            else:
+                last[EXPLICIT] = explicit.log(Metric(step=nxt, attempt=0, values={"i": float(nxt)}))
+            background.log_fields(Metric, {"i": float(bg_seq)}, step=bg_seq, attempt=0)
             bg_seq += 1
         if rng.random() < 0.2:
             # record_checkpoint flushes every writer, then logs and flushes the snapshot

@@ -103,7 +103,11 @@ def main() -> None:
                     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
                     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
             for i in range(args.per_step):
-                trainer.log(Metric(step=step, attempt=0, values={"i": float(i), "pad": 1e-9 * i}))
+                values = {"i": float(i), "pad": 1e-9 * i}
+                if i % 2:  # as field values (the hooks' way) and as objects, one sequence
+                    trainer.log_fields(Metric, values, step=step, attempt=0)
+                else:
+                    trainer.log(Metric(step=step, attempt=0, values=values))
                 logged += 1
             trainer.flush()
             if step % 5 == 4:

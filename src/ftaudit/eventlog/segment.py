@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from array import array
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from pathlib import Path
@@ -25,6 +24,7 @@ import pyarrow.parquet as pq
 from ftaudit.eventlog.arrays import constant_strings, int64_numpy
 from ftaudit.eventlog.arrow_schema import to_arrow
 from ftaudit.eventlog.atomic import write_bytes_atomically
+from ftaudit.eventlog.batch import Batch, Rows
 from ftaudit.eventlog.context import StepAttempt
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
@@ -42,32 +42,6 @@ DIGEST_PLACEHOLDER = "0" * 64
 """The footer value the digest is computed with: a file's digest is the SHA-256 of its bytes
 with its own digest value (and its MAC, when it has one) replaced by this (see
 :func:`file_digest`)."""
-
-
-@dataclass
-class Batch:
-    """A writer's buffered events, as parallel columns.
-
-    ``log`` appends the event object itself, its time and the step context it was logged
-    in (the event's own step and attempt win over the context's): objects that exist
-    anyway and machine integers, so logging allocates nothing the garbage collector
-    tracks, and every conversion waits for the flush (:func:`build_table`).
-    """
-
-    events: list[Event] = field(default_factory=list)
-    ts_ns: array = field(default_factory=lambda: array("q"))
-    contexts: list[StepAttempt] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.events)
-
-    def extend(self, other: Batch) -> None:
-        self.events += other.events
-        self.ts_ns += other.ts_ns
-        self.contexts += other.contexts
-
-    def drop_first(self, count: int) -> None:
-        del self.events[:count], self.ts_ns[:count], self.contexts[:count]
 
 
 @dataclass(frozen=True)
@@ -185,6 +159,21 @@ FieldValues = Mapping[str, Any]
 """One event's field values by name, as its model holds them (``vars(event)``)."""
 
 
+@dataclass(frozen=True)
+class _Block:
+    """One event type's rows of a flush, in sequence order: envelope values and the dense
+    payload columns."""
+
+    seqs: np.ndarray
+    ts_ns: np.ndarray
+    step: pa.Array
+    attempt: pa.Array
+    payload: list[pa.Array]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
 def build_table(
     batch: Batch,
     *,
@@ -201,43 +190,44 @@ def build_table(
     """Arrange a flush as one table: envelope columns, then the payload columns of each type.
 
     Rows are grouped by type (the ``seq`` column keeps the logging order), so each type's
-    payload is one dense block with nulls above and below it. Each event's values are read
-    once from its attribute dict and handed to Arrow's converters column by column: no
-    ``model_dump``, no per-event Python code. With a ``key``, the records of
-    :data:`~ftaudit.eventlog.keys.MAC_RECORD_TYPES` get their MAC, and the footer a MAC
-    placeholder that :func:`write_atomically` fills.
+    payload is one dense block with nulls above and below it. Events logged as objects
+    are read once from their attribute dicts, events logged as field values
+    (``Batch.rows``) straight from their tuples, and each column is handed to Arrow's
+    converters whole: no ``model_dump``, no per-event Python code. With a ``key``, the
+    records of :data:`~ftaudit.eventlog.keys.MAC_RECORD_TYPES` get their MAC, and the
+    footer a MAC placeholder that :func:`write_atomically` fills.
     """
     n = len(batch)
-    names, order, ends = _group_by_type(batch.events)
-    rows = order.tolist()
-    events = list(map(batch.events.__getitem__, rows))
-    if key is not None:
-        events = _with_record_macs(
-            events, order, key, run_id=run_id, writer=writer, first_seq=first_seq
+    blocks: dict[str, list[_Block]] = {}
+    if batch.events:
+        objects = _object_blocks(
+            batch, registry, key, run_id=run_id, writer=writer, first_seq=first_seq
         )
-    values: list[FieldValues] = list(map(vars, events))  # a model's values are its __dict__
+        for name, block in objects:
+            blocks.setdefault(name, []).append(block)
+    for model, rows in batch.rows.items():
+        event_type = registry[model.model_fields["type"].default]
+        blocks.setdefault(event_type.name, []).append(_rows_block(rows, event_type.fields))
+    names = sorted(blocks)
+    merged = [_merged(blocks[name]) for name in names]
+    ends = np.cumsum([len(block) for block in merged]).tolist()
     columns: list[pa.Array] = [
         _type_column(names, ends),
-        pa.array(np.frombuffer(batch.ts_ns, dtype=np.int64)[order] // 1000).cast(
+        pa.array(np.concatenate([b.ts_ns for b in merged]) // 1000).cast(
             ENVELOPE_SCHEMA.field("ts").type
         ),
         constant_strings(run_id, n),
         pa.repeat(pa.scalar(incarnation, pa.int64()), n),
         constant_strings(writer, n),
-        pa.array(order.astype(np.int64) + first_seq),
-        _envelope_int(values, batch.contexts, rows, "step"),
-        _envelope_int(values, batch.contexts, rows, "attempt"),
+        pa.array(np.concatenate([b.seqs for b in merged])),
+        _concat([b.step for b in merged]),
+        _concat([b.attempt for b in merged]),
         *_source_columns(source, n),
     ]
     fields = list(ENVELOPE_SCHEMA)
     start = 0
-    for name, end in zip(names, ends, strict=True):
-        event_type = registry[name]
-        block = values[start:end]
-        for (field_name, annotation), arrow_field in zip(
-            event_type.fields, event_type.arrow_fields, strict=True
-        ):
-            dense = to_arrow(list(map(itemgetter(field_name), block)), annotation)
+    for name, block, end in zip(names, merged, ends, strict=True):
+        for dense, arrow_field in zip(block.payload, registry[name].arrow_fields, strict=True):
             columns.append(_padded(dense, start, n))
             fields.append(arrow_field)
         start = end
@@ -255,6 +245,87 @@ def build_table(
     )
     schema = pa.schema(fields, metadata=meta.to_metadata())
     return pa.Table.from_arrays(columns, schema=schema), meta
+
+
+def _object_blocks(
+    batch: Batch,
+    registry: EventRegistry,
+    key: bytes | None,
+    *,
+    run_id: str,
+    writer: str,
+    first_seq: int,
+) -> Iterator[tuple[str, _Block]]:
+    """The events logged as objects, one block per type."""
+    names, order, ends = _group_by_type(batch.events)
+    rows = order.tolist()
+    seqs = batch.object_seqs(first_seq)[order]
+    events = list(map(batch.events.__getitem__, rows))
+    if key is not None:
+        events = _with_record_macs(events, seqs, key, run_id=run_id, writer=writer)
+    values: list[FieldValues] = list(map(vars, events))  # a model's values are its __dict__
+    ts_ns = np.frombuffer(batch.ts_ns, dtype=np.int64)[order]
+    step = _envelope_int(values, batch.contexts, rows, "step")
+    attempt = _envelope_int(values, batch.contexts, rows, "attempt")
+    start = 0
+    for name, end in zip(names, ends, strict=True):
+        block = values[start:end]
+        payload = [
+            to_arrow(list(map(itemgetter(field_name), block)), annotation)
+            for field_name, annotation in registry[name].fields
+        ]
+        size = end - start
+        yield (
+            name,
+            _Block(
+                seqs[start:end],
+                ts_ns[start:end],
+                step.slice(start, size),
+                attempt.slice(start, size),
+                payload,
+            ),
+        )
+        start = end
+
+
+def _rows_block(rows: Rows, fields: tuple[tuple[str, Any], ...]) -> _Block:
+    """The events logged as field values of one type: each field's values are one column
+    of the tuples (transposed in C), converted whole."""
+    payload = [
+        to_arrow(list(column), annotation)
+        for column, (_, annotation) in zip(zip(*rows.values, strict=True), fields, strict=True)
+    ]
+    return _Block(
+        np.array(rows.seqs, dtype=np.int64),
+        np.array(rows.ts_ns, dtype=np.int64),
+        pa.array(list(map(attrgetter("step"), rows.contexts)), pa.int64()),
+        pa.array(list(map(attrgetter("attempt"), rows.contexts)), pa.int64()),
+        payload,
+    )
+
+
+def _merged(blocks: list[_Block]) -> _Block:
+    """One type's blocks (its events logged as objects and as field values) as one, in
+    sequence order."""
+    if len(blocks) == 1:
+        return blocks[0]
+    seqs = np.concatenate([b.seqs for b in blocks])
+    order = pa.array(np.argsort(seqs, kind="stable"))
+
+    def taken(arrays: list[pa.Array]) -> pa.Array:
+        return pa.concat_arrays(arrays).take(order)
+
+    return _Block(
+        seqs[order.to_numpy()],
+        np.concatenate([b.ts_ns for b in blocks])[order.to_numpy()],
+        taken([b.step for b in blocks]),
+        taken([b.attempt for b in blocks]),
+        [taken(list(column)) for column in zip(*(b.payload for b in blocks), strict=True)],
+    )
+
+
+def _concat(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
 def _group_by_type(events: list[Event]) -> tuple[list[str], np.ndarray, list[int]]:
@@ -305,13 +376,14 @@ def _padded(dense: pa.Array, start: int, n: int) -> pa.Array:
 
 
 def _with_record_macs(
-    events: list[Event], order: np.ndarray, key: bytes, *, run_id: str, writer: str, first_seq: int
+    events: list[Event], seqs: np.ndarray, key: bytes, *, run_id: str, writer: str
 ) -> list[Event]:
-    """``events`` (in ``order``) with a MAC on each record that vouches for heads."""
+    """``events`` (with sequence numbers ``seqs``) with a MAC on each record that vouches
+    for heads."""
     out = list(events)
     for i, event in enumerate(events):
         if event.type in MAC_RECORD_TYPES:
-            seq = first_seq + int(order[i])
+            seq = int(seqs[i])
             tag = record_mac(key, run_id=run_id, writer=writer, seq=seq, event=event)
             out[i] = event.model_copy(update={"mac": tag})
     return out

@@ -17,22 +17,26 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import time_ns
+from typing import Any
 
 import pyarrow as pa
 
 from ftaudit.errors import UsageError, WriterError
-from ftaudit.eventlog.context import current
+from ftaudit.eventlog.batch import Batch, Rows
+from ftaudit.eventlog.context import StepAttempt, current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
+from ftaudit.eventlog.hot import CHECKS as _HOT_CHECKS
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.roll import Roller
 from ftaudit.eventlog.rundir import segment_path
-from ftaudit.eventlog.segment import Batch, build_table, write_atomically
+from ftaudit.eventlog.segment import build_table, write_atomically
 
 log = logging.getLogger("ftaudit.eventlog")
 
@@ -117,6 +121,7 @@ class EventWriter:
         )
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
+        self._hot: dict[type[Event], tuple[Callable | None, int, bool]] = {}
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
         self._io_owner: int | None = None  # the thread inside a flush (see _on_sigterm)
@@ -204,6 +209,92 @@ class EventWriter:
         if seq >= self._flush_at:
             self._wake.set()
         return seq
+
+    def log_fields(
+        self,
+        model: type[Event],
+        *values: Any,
+        step: int | None = None,
+        attempt: int | None = None,
+    ) -> int:
+        """Log one ``model`` event given its payload field values; return its sequence number.
+
+        The same event as ``log(model(step=step, attempt=attempt, **fields))``, stored
+        the same way, without building the model: ``values`` are the payload fields in
+        declaration order, every one of them (``EventRegistry[...].fields``). For the
+        hot types (:data:`ftaudit.eventlog.hot.CHECKS`) the values are checked as the
+        model would check them and kept as they are until the flush converts them, column
+        by column; a value the check does not accept, or any other type, goes through the
+        model, which raises its own error naming the field. Pass values that do not
+        change afterwards (id runs are read at the flush; dicts are copied).
+        """
+        hot = self._hot.get(model)
+        if hot is None:
+            hot = self._learn_hot(model)
+        check, width, needs_step = hot
+        kept = None
+        if (
+            check is not None
+            and len(values) == width
+            and (step is None or type(step) is int)
+            and (attempt is None or type(attempt) is int)
+        ):
+            kept = check(values)
+        if kept is None:
+            return self.log(self._build(model, values, step, attempt))
+        context = current()
+        if step is not None or attempt is not None:
+            context = StepAttempt(
+                context.step if step is None else step,
+                context.attempt if attempt is None else attempt,
+            )
+        if needs_step and (context.step is None or context.attempt is None):
+            raise UsageError(
+                f"{model.model_fields['type'].default} needs a step and an attempt: pass them "
+                "or log it inside ftaudit.step_context(step, attempt)"
+            )
+        if self._closed or self._forked:
+            self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
+            return -1
+        if self._error is not None:
+            self._raise_pending()
+        now = time_ns()
+        lock = self._lock
+        lock.acquire()
+        try:
+            seq = self._next_seq
+            self._next_seq = seq + 1
+            rows = self._buffer.rows.get(model)
+            if rows is None:
+                rows = self._buffer.rows[model] = Rows()
+            rows.values.append(kept)
+            rows.seqs.append(seq)
+            rows.ts_ns.append(now)
+            rows.contexts.append(context)
+        finally:
+            lock.release()
+        if seq >= self._flush_at:
+            self._wake.set()
+        return seq
+
+    def _learn_hot(self, model: type[Event]) -> tuple[Callable | None, int, bool]:
+        """First ``log_fields`` of a class: its check, payload width and step need."""
+        needs_step = self._learn(model)
+        width = len(self.registry[model.model_fields["type"].default].fields)
+        self._hot[model] = (_HOT_CHECKS.get(model), width, needs_step)
+        return self._hot[model]
+
+    def _build(
+        self, model: type[Event], values: tuple[Any, ...], step: int | None, attempt: int | None
+    ) -> Event:
+        """``model`` built from ``log_fields``' arguments (its own validation speaks)."""
+        names = [name for name, _ in self.registry[model.model_fields["type"].default].fields]
+        if len(values) != len(names):
+            raise UsageError(
+                f"{model.model_fields['type'].default} takes {len(names)} field values "
+                f"({', '.join(names)}), got {len(values)}"
+            )
+        return model(step=step, attempt=attempt, **dict(zip(names, values, strict=True)))
 
     def _learn(self, cls: type[Event]) -> bool:
         """First event of a class: check it is registered, remember whether it needs a step."""
@@ -348,7 +439,7 @@ class EventWriter:
             batch.extend(self._buffer)
             overflow = len(batch) - self.options.max_buffered
             if overflow > 0:
-                batch.drop_first(overflow)
+                batch.drop_first(overflow, first)
                 first += overflow
                 self.stats.events_dropped += overflow
                 self._dropped_pending += overflow
@@ -369,9 +460,9 @@ class EventWriter:
             if self._closed:
                 return
             with self._lock:
-                stamps = self._buffer.ts_ns
-                due = bool(stamps) and time_ns() - stamps[0] >= interval * 1e9
-                full = len(stamps) >= self.options.flush_rows
+                oldest = self._buffer.oldest_ns()
+                due = oldest is not None and time_ns() - oldest >= interval * 1e9
+                full = len(self._buffer) >= self.options.flush_rows
             if due or full:
                 try:
                     self.flush()

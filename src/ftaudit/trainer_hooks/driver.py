@@ -267,7 +267,7 @@ class DriverSession:
     def log_metrics(self, step: int, attempt: int, values: Mapping[str, float]) -> None:
         """Driver-side metrics of a step (NaN and inf are kept)."""
         with step_context(step, attempt):
-            self.writer.log(Metric(values={k: float(v) for k, v in values.items()}))
+            self.writer.log_fields(Metric, {k: float(v) for k, v in values.items()})
 
     def record_checkpoint(self, iteration: int, *, path: str = "") -> CheckpointSaved:
         """Checkpoint ``iteration`` is durable everywhere: mark it complete in the log.

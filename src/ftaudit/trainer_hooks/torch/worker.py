@@ -224,11 +224,8 @@ class TrainerHooks:
             raise TypeError("the witness gradient needs the plain-PyTorch witnesses")
         rows = gradient_rows(self.witnesses)
         for instance, nonzero in rows.items():
-            self.writer.log(
-                WitnessGradient(
-                    cell=self.cell, rank=self.rank, instance=instance, nonzero_ids=nonzero
-                )
-            )
+            # as field values: the hot events skip building a model (eventlog.hot)
+            self.writer.log_fields(WitnessGradient, self.cell, self.rank, instance, nonzero)
         return rows
 
     def after_optimizer_step(
@@ -251,19 +248,10 @@ class TrainerHooks:
         stale = as_runs(stale_ids)
         snapshot = self.clearer.snapshot()
         for instance, nonzero in snapshot.items():
-            self.writer.log(
-                WitnessSnapshot(
-                    cell=self.cell, instance=instance, nonzero_ids=nonzero, stale_ids=stale
-                )
-            )
+            self.writer.log_fields(WitnessSnapshot, self.cell, instance, nonzero, stale)
         self.clearer.zero(stale)
-        self.writer.log(
-            StepApplied(
-                cell=self.cell,
-                rank=self.rank,
-                counters=step_counters(self.optimizer, self.stateful),
-            )
-        )
+        counters = step_counters(self.optimizer, self.stateful)
+        self.writer.log_fields(StepApplied, self.cell, self.rank, counters)
         self.log_manifest()
         if checksum:
             self.log_checksums(ChecksumWhen.AFTER_STEP)
@@ -286,7 +274,7 @@ class TrainerHooks:
         self._require_step("after_discard")
         stale = as_runs(stale_ids)
         self.clearer.zero(stale)
-        self.writer.log(WitnessCleared(cell=self.cell, stale_ids=stale))
+        self.writer.log_fields(WitnessCleared, self.cell, stale)
         if flush:
             self.writer.flush()
 
@@ -381,7 +369,7 @@ class TrainerHooks:
 
     def log_metrics(self, values: Mapping[str, float]) -> None:
         """Metrics of this rank for the current step (NaN and inf are kept)."""
-        self.writer.log(Metric(values={k: float(v) for k, v in values.items()}))
+        self.writer.log_fields(Metric, {k: float(v) for k, v in values.items()})
 
     def log_sample_advantages(
         self,

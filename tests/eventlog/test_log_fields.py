@@ -1,0 +1,202 @@
+"""``EventWriter.log_fields``: the same events as ``log(model(...))``, stored the same way,
+refused the same way, in the same sequence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pydantic import ValidationError
+
+from ftaudit.errors import UsageError
+from ftaudit.eventlog import (
+    Event,
+    EventWriter,
+    IntRuns,
+    Metric,
+    StepApplied,
+    Trainer,
+    WitnessAllocated,
+    WitnessGradient,
+    WitnessSnapshot,
+    WriterOptions,
+    default_registry,
+    list_segments,
+    read_records,
+    step_context,
+)
+from ftaudit.eventlog.events import WitnessCleared
+from ftaudit.eventlog.hot import CHECKS
+from tests.eventlog.test_roundtrip import ONE_OF_EACH
+
+
+def _writer(run_dir: Path, **options: object) -> EventWriter:
+    return EventWriter(
+        run_dir,
+        Trainer(cell_index=0, rank_within_cell=0),
+        run_id="r",
+        incarnation=0,
+        options=WriterOptions(fsync=False, flush_interval_s=3600, **options),  # type: ignore[arg-type]
+    )
+
+
+def _values(event: Event) -> tuple:
+    return tuple(vars(event)[name] for name, _ in default_registry[event.type].fields)
+
+
+def _stored(run_dir: Path) -> bytes:
+    """Every segment's rows, without the columns that differ between two writers, as
+    Parquet bytes (``Table.equals`` holds NaN unequal to itself)."""
+    tables = [pq.read_table(s.path) for s in list_segments(run_dir).files]
+    table = pa.concat_tables(tables).drop_columns(["ts", "writer"]).combine_chunks()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(None), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def test_hot_types_are_checked_types():
+    assert set(CHECKS) == {
+        WitnessSnapshot,
+        WitnessGradient,
+        WitnessCleared,
+        WitnessAllocated,
+        Metric,
+        StepApplied,
+    }
+
+
+def test_every_type_is_stored_as_log_stores_it(tmp_path: Path):
+    """Each event of every type, logged both ways into one flush and mixed (a type's rows
+    from both paths merge in sequence order), gives the same segment as log() alone."""
+    events = ONE_OF_EACH * 3
+    with _writer(tmp_path / "objects") as writer:
+        for event in events:
+            writer.log(event)
+    with _writer(tmp_path / "fields") as writer:
+        for i, event in enumerate(events):
+            if i % 2:
+                writer.log(event)
+            else:
+                writer.log_fields(
+                    type(event), *_values(event), step=event.step, attempt=event.attempt
+                )
+    assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
+
+
+def test_step_and_attempt_come_from_the_context_as_with_log(tmp_path: Path):
+    runs = IntRuns.arc(0, 3, 8)
+    with _writer(tmp_path) as writer, step_context(4, 1):
+        writer.log_fields(WitnessSnapshot, 0, "w.head", runs, IntRuns())
+        writer.log_fields(WitnessSnapshot, 0, "w.head", runs, IntRuns(), attempt=2)
+        writer.log_fields(Metric, {"loss": 1.5}, step=9)
+    records = read_records(tmp_path)
+    assert [(r.envelope.step, r.envelope.attempt) for r in records] == [(4, 1), (4, 2), (9, 1)]
+    assert records[0].event == WitnessSnapshot(
+        step=4, attempt=1, cell=0, instance="w.head", nonzero_ids=runs, stale_ids=IntRuns()
+    )
+
+
+def test_a_step_bound_type_needs_a_step_and_a_metric_does_not(tmp_path: Path):
+    with _writer(tmp_path) as writer:
+        with pytest.raises(UsageError, match="witness_snapshot needs a step and an attempt"):
+            writer.log_fields(WitnessSnapshot, 0, "w", IntRuns(), IntRuns())
+        with pytest.raises(UsageError, match="needs a step and an attempt"):
+            writer.log_fields(WitnessCleared, 0, IntRuns(), step=3)
+        assert writer.log_fields(Metric, {"a": 1.0}) == 0
+    (record,) = read_records(tmp_path)
+    assert record.envelope.step is None
+
+
+BAD = [
+    (WitnessSnapshot, (-1, "w", IntRuns(), IntRuns()), "cell"),
+    (WitnessSnapshot, (True, "w", IntRuns(), IntRuns()), "cell"),
+    (WitnessSnapshot, (0, 3, IntRuns(), IntRuns()), "instance"),
+    (WitnessSnapshot, (0, "w", [1, 2], IntRuns()), "nonzero_ids"),
+    (WitnessGradient, (0, -2, "w", IntRuns()), "rank"),
+    (WitnessCleared, (0, None), "stale_ids"),
+    (Metric, ({"loss": "low"},), "values"),
+    (Metric, ({1: 1.0},), "values"),
+    (Metric, ({"ok": True},), "values"),
+    (StepApplied, (0, 0, {"optimizer": 1.5}), "counters"),
+    (WitnessAllocated, (2, 2, IntRuns.arc(0, 2, 8), IntRuns.arc(0, 3, 99), IntRuns()), "num_ids"),
+]
+
+
+@pytest.mark.parametrize(("model", "values", "field"), BAD, ids=lambda x: str(x)[:30])
+def test_bad_values_are_refused_as_the_model_refuses_them(
+    tmp_path: Path, model: type[Event], values: tuple, field: str
+):
+    names = [name for name, _ in default_registry[model.model_fields["type"].default].fields]
+    with pytest.raises(ValidationError) as expected:
+        model(step=1, attempt=0, **dict(zip(names, values, strict=True)))
+    with _writer(tmp_path) as writer:
+        with pytest.raises(ValidationError) as raised:
+            writer.log_fields(model, *values, step=1, attempt=0)
+        assert writer.log_fields(Metric, {"after": 0.0}) == 0  # nothing half-logged
+    assert raised.value.errors(include_context=False) == expected.value.errors(
+        include_context=False
+    )
+    assert field in str(raised.value)
+
+
+def test_a_wrong_number_of_values_names_the_fields(tmp_path: Path):
+    with _writer(tmp_path) as writer, step_context(0, 0):
+        with pytest.raises(UsageError, match=r"takes 4 field values \(cell, instance, "):
+            writer.log_fields(WitnessSnapshot, 0, "w", IntRuns())
+        with pytest.raises(UsageError, match="takes 1 field values"):
+            writer.log_fields(Metric, {"a": 1.0}, {"b": 2.0})
+
+
+def test_values_the_model_converts_are_stored_converted(tmp_path: Path):
+    with _writer(tmp_path) as writer:
+        writer.log_fields(Metric, {"a": 1})  # an int for a float: the model makes it 1.0
+    (record,) = read_records(tmp_path)
+    assert record.event == Metric(values={"a": 1.0})
+    assert isinstance(record.event.values["a"], float)
+
+
+def test_a_dict_changed_after_logging_is_logged_as_it_was(tmp_path: Path):
+    values = {"loss": 1.0}
+    with _writer(tmp_path) as writer:
+        writer.log_fields(Metric, values)
+        values["loss"] = "changed"
+        values["new"] = 2.0
+    (record,) = read_records(tmp_path)
+    assert record.event.values == {"loss": 1.0}
+
+
+def test_an_unregistered_type_is_refused(tmp_path: Path):
+    class Unregistered(Event):
+        type: str = "unregistered_thing"
+
+    with _writer(tmp_path) as writer, pytest.raises(UsageError, match="not registered"):
+        writer.log_fields(Unregistered)
+
+
+def test_a_failed_flush_keeps_both_kinds_of_rows_and_drops_the_oldest(tmp_path: Path):
+    """Fail-open: beyond ``max_buffered`` the oldest events go, whichever way they were
+    logged; the gap is counted and the rest lands in sequence once the disk works."""
+    blocker = tmp_path / "events"
+    blocker.write_text("not a directory")  # the writer cannot create events/<writer>/
+    writer = _writer(tmp_path, flush_rows=10**6, max_buffered=5)
+    for i in range(4):
+        if i % 2:
+            writer.log_fields(Metric, {"i": float(i)}, step=i, attempt=0)
+        else:
+            writer.log(Metric(step=i, attempt=0, values={"i": float(i)}))
+    assert writer.flush() == -1
+    for i in range(4, 8):
+        if i % 2:
+            writer.log(Metric(step=i, attempt=0, values={"i": float(i)}))
+        else:
+            writer.log_fields(Metric, {"i": float(i)}, step=i, attempt=0)
+    assert writer.flush() == -1  # 8 buffered, 5 kept: seqs 0..2 dropped
+    assert writer.stats.events_dropped == 3
+    blocker.unlink()
+    assert writer.flush() == 7
+    writer.close()
+    records = read_records(tmp_path)
+    assert [r.envelope.seq for r in records] == [3, 4, 5, 6, 7]
+    assert [r.event.values["i"] for r in records] == [3.0, 4.0, 5.0, 6.0, 7.0]
