@@ -1,15 +1,19 @@
 """Event log throughput and size against one JSON line per event (the common design today).
 
-Both sides get the same pre-built event objects (a realistic per-step mix: one allocation
-of 256 samples, four witness snapshots, one metric with 20 keys) and the same durability:
-made durable at the same points. Timed, in one process:
+Both sides log the same events (a realistic per-step mix: one allocation of 256 samples,
+four witness snapshots, one metric with 20 keys) and make them durable at the same
+points. Two rounds, timed in one process:
 
-- ftaudit: ``EventWriter.log`` for every event, then ``close``. The writer's flusher thread
-  seals a segment (temp file, fsync, rename, fsync of the folder) each time ``FLUSH_ROWS``
-  events are buffered, and ``close`` seals the rest;
-- JSON lines: ``f.write(event.model_dump_json() + "\\n")`` for every event, with
-  ``flush`` + ``fsync`` after every ``FLUSH_ROWS`` lines and at the end (an append-only
-  file needs no rename; its folder is fsynced once, when the file is created).
+- **events given as objects** (pre-built, validated models): ftaudit ``EventWriter.log``
+  for every event; JSON lines ``f.write(event.model_dump_json() + "\\n")``;
+- **events given as field values** (what a hook holds before it logs): ftaudit
+  ``EventWriter.log_fields`` (checks the values as the model would, builds no model);
+  JSON lines builds the model from the same values (the same validation) and dumps it.
+
+On the ftaudit side the writer's flusher thread seals a segment (temp file, fsync, rename,
+fsync of the folder) each time ``FLUSH_ROWS`` events are buffered, and ``close`` seals the
+rest; JSON lines ``flush`` + ``fsync`` after every ``FLUSH_ROWS`` lines and at the end (an
+append-only file needs no rename; its folder is fsynced once, when the file is created).
 
 It also reports what the training loop feels: the latency of single ``log`` calls while
 the background flusher is writing segments; and the CPU time of all threads per event until
@@ -17,11 +21,12 @@ durable, the figure that stays comparable on a loaded machine (wall time there i
 waiting for a core).
 
 Then where an event's time goes, each part timed alone on the same events (CPU of the
-thread doing it, best of the repeats): ``log()`` with no flush running, the flush's
-conversion to Arrow (``build_table``, under the GIL), Parquet encoding with each
-compression (off the GIL), and one ``model_dump_json``. ``log()`` and the conversion
-both hold the GIL, so no flusher thread can overlap them: their sum bounds the durable
-rate from above, whatever the disk and the second core do.
+thread doing it, best of the repeats): ``log()`` and ``log_fields()`` with no flush
+running, building the models, the flush's conversion to Arrow (``build_table``, under the
+GIL) of objects and of field values, Parquet encoding with each compression (off the
+GIL), and one ``model_dump_json``. The logging call and the conversion both hold the GIL,
+so no flusher thread can overlap them: their sum bounds the durable rate from above,
+whatever the disk and the second core do.
 
 The table is printed and written to ``benchmarks/results/eventlog_bench.md`` (``--out``).
 
@@ -41,6 +46,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -58,9 +64,10 @@ from ftaudit.eventlog import (
     step_context,
 )
 from ftaudit.eventlog.atomic import fsync_dir
-from ftaudit.eventlog.context import NO_CONTEXT
+from ftaudit.eventlog.batch import Batch, Rows
+from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.segment import PARQUET_OPTIONS, Batch, build_table
+from ftaudit.eventlog.segment import PARQUET_OPTIONS, build_table
 
 B = 65_536
 SAMPLES = 256
@@ -105,51 +112,115 @@ def make_events(steps: int) -> list[Event]:
     return events
 
 
+@dataclass(frozen=True)
+class Fields:
+    """One event as a hook holds it before logging: its type and payload field values."""
+
+    model: type[Event]
+    values: tuple[Any, ...]
+    step: int | None
+    attempt: int | None
+
+    def build(self) -> Event:
+        names = [
+            name for name, _ in default_registry[self.model.model_fields["type"].default].fields
+        ]
+        return self.model(
+            step=self.step, attempt=self.attempt, **dict(zip(names, self.values, strict=True))
+        )
+
+
+def as_fields(events: list[Event]) -> list[Fields]:
+    """The same events as field values, in the registry's field order."""
+    return [
+        Fields(
+            type(event),
+            tuple(vars(event)[name] for name, _ in default_registry[event.type].fields),
+            event.step,
+            event.attempt,
+        )
+        for event in events
+    ]
+
+
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def bench_ftaudit(events: list[Event], root: Path) -> tuple[float, float, float, int, list[float]]:
-    """Returns (seconds in log calls, seconds until everything is durable, CPU seconds of
-    all threads until then, bytes, latencies)."""
-    writer = EventWriter(
+@dataclass(frozen=True)
+class Run:
+    """One timed run of one writer: seconds in the logging calls and until durable, CPU
+    seconds of all threads until durable, bytes on disk, sampled call latencies."""
+
+    log_s: float
+    durable_s: float
+    cpu_s: float
+    bytes: int
+    latencies: list[float]
+
+
+def new_writer(root: Path) -> EventWriter:
+    return EventWriter(
         root,
         Trainer(cell_index=0, rank_within_cell=0),
         run_id="bench",
         incarnation=0,
         options=WriterOptions(flush_rows=FLUSH_ROWS, fsync=True),
     )
+
+
+def timed_writer(root: Path, log: Callable[[EventWriter, int], object], n: int) -> Run:
+    """``log(writer, i)`` for every event ``i``, then ``close``."""
+    writer = new_writer(root)
     latencies = []
     cpu = time.process_time()
     started = time.perf_counter()
-    for i, event in enumerate(events):
+    for i in range(n):
         if i % 97 == 0:  # sample single-call latency without timing every call
             t0 = time.perf_counter()
-            writer.log(event)
+            log(writer, i)
             latencies.append(time.perf_counter() - t0)
         else:
-            writer.log(event)
+            log(writer, i)
     logged = time.perf_counter()
     writer.close()
     durable = time.perf_counter()
     cpu = time.process_time() - cpu
-    return logged - started, durable - started, cpu, dir_bytes(root), latencies
+    return Run(logged - started, durable - started, cpu, dir_bytes(root), latencies)
 
 
-def bench_jsonl(events: list[Event], root: Path) -> tuple[float, float, int]:
-    """Returns (seconds until everything is durable, CPU seconds, bytes)."""
+def bench_ftaudit(events: list[Event], root: Path) -> Run:
+    return timed_writer(root, lambda writer, i: writer.log(events[i]), len(events))
+
+
+def bench_ftaudit_fields(fields: list[Fields], root: Path) -> Run:
+    def log(writer: EventWriter, i: int) -> None:
+        f = fields[i]
+        writer.log_fields(f.model, *f.values, step=f.step, attempt=f.attempt)
+
+    return timed_writer(root, log, len(fields))
+
+
+def bench_ftaudit_built(fields: list[Fields], root: Path) -> Run:
+    """The hooks before ``log_fields``: build the model from the values, then ``log`` it."""
+    return timed_writer(root, lambda writer, i: writer.log(fields[i].build()), len(fields))
+
+
+def bench_jsonl(lines: Callable[[int, int], list[str]], n: int, root: Path) -> Run:
+    """``lines(start, stop)`` gives the JSON lines of events ``start .. stop-1``."""
     path = root / "events.jsonl"
     cpu = time.process_time()
     started = time.perf_counter()
     with open(path, "w") as f:
         fsync_dir(root)  # the file's name is durable
-        for start in range(0, len(events), FLUSH_ROWS):
-            for event in events[start : start + FLUSH_ROWS]:
-                f.write(event.model_dump_json() + "\n")
+        for start in range(0, n, FLUSH_ROWS):
+            for line in lines(start, min(n, start + FLUSH_ROWS)):
+                f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
     durable = time.perf_counter()
-    return durable - started, time.process_time() - cpu, path.stat().st_size
+    elapsed = durable - started
+    return Run(elapsed, elapsed, time.process_time() - cpu, path.stat().st_size, [])
 
 
 @dataclass(frozen=True)
@@ -159,14 +230,21 @@ class Costs:
     log: float
     log_in_context: float
     """``log()`` inside ``step_context``, as the hooks call it."""
+    log_fields: float
+    log_fields_in_context: float
+    build: float
+    """Building the event models from their field values (what ``log_fields`` spares)."""
     conversion: float
+    conversion_fields: float
     encode: dict[str, tuple[float, float]]
     """compression -> (µs per event, bytes per event) of Parquet encoding."""
     json_line: float
 
-    def ceiling(self, jsonl_cpu: float) -> float:
+    def ceiling(self, jsonl_cpu: float, *, fields: bool) -> float:
         """The durable rate's upper bound against JSON lines (``jsonl_cpu``: µs of CPU per
         event of the whole JSON writer): the GIL-bound parts alone, all else overlapped."""
+        if fields:
+            return jsonl_cpu / (self.log_fields + self.conversion_fields)
         return jsonl_cpu / (self.log + self.conversion)
 
 
@@ -179,7 +257,7 @@ def cpu_per_event(fn: Callable[[], object], n: int, repeats: int) -> float:
     return best / n * 1e6
 
 
-def measure_costs(events: list[Event], repeats: int) -> Costs:
+def measure_costs(events: list[Event], fields: list[Fields], repeats: int) -> Costs:
     n = len(events)
     source = Trainer(cell_index=0, rank_within_cell=0)
     with tempfile.TemporaryDirectory() as root:
@@ -189,7 +267,9 @@ def measure_costs(events: list[Event], repeats: int) -> Costs:
             source,
             run_id="bench",
             incarnation=0,
-            options=WriterOptions(flush_rows=n * repeats + 1, flush_interval_s=3600, fsync=False),
+            options=WriterOptions(
+                flush_rows=4 * n * repeats + 1, flush_interval_s=3600, fsync=False
+            ),
         )
 
         def log_all() -> None:
@@ -197,35 +277,65 @@ def measure_costs(events: list[Event], repeats: int) -> Costs:
             for event in events:
                 log(event)
 
+        def log_fields_all() -> None:
+            log_fields = writer.log_fields
+            for f in fields:
+                log_fields(f.model, *f.values, step=f.step, attempt=f.attempt)
+
+        def log_fields_context() -> None:
+            # as the hooks log: the step from the context, the values alone
+            log_fields = writer.log_fields
+            with step_context(0, 0):
+                for f in fields:
+                    log_fields(f.model, *f.values)
+
+        def in_context(fn: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                with step_context(0, 0):  # the events' own steps win; the hooks log like this
+                    fn()
+
+            return run
+
         log_us = cpu_per_event(log_all, n, repeats)
-
-        def log_all_in_context() -> None:
-            with step_context(0, 0):  # the events' own steps win; the hooks log like this
-                log_all()
-
-        log_in_context_us = cpu_per_event(log_all_in_context, n, repeats)
+        log_in_context_us = cpu_per_event(in_context(log_all), n, repeats)
+        log_fields_us = cpu_per_event(log_fields_all, n, repeats)
+        log_fields_in_context_us = cpu_per_event(log_fields_context, n, repeats)
         writer.close()
-    chunks = [events[i : i + FLUSH_ROWS] for i in range(0, n, FLUSH_ROWS)]
+
+    def build_all() -> None:
+        for f in fields:
+            f.build()
+
+    build_us = cpu_per_event(build_all, n, repeats)
+    chunks = [range(i, min(n, i + FLUSH_ROWS)) for i in range(0, n, FLUSH_ROWS)]
     batches = [
-        Batch(chunk, array("q", [0] * len(chunk)), [NO_CONTEXT] * len(chunk)) for chunk in chunks
+        Batch([events[i] for i in chunk], array("q", [0] * len(chunk)), [NO_CONTEXT] * len(chunk))
+        for chunk in chunks
     ]
+    field_batches = [rows_batch(fields, chunk) for chunk in chunks]
 
-    def convert_all() -> list[pa.Table]:
-        return [
-            build_table(
-                batch,
-                first_seq=0,
-                run_id="bench",
-                incarnation=0,
-                writer="bench",
-                source=source,
-                registry=default_registry,
-            )[0]
-            for batch in batches
-        ]
+    def convert(batches: list[Batch]) -> Callable[[], list[pa.Table]]:
+        def run() -> list[pa.Table]:
+            return [
+                build_table(
+                    batch,
+                    first_seq=chunk.start,
+                    run_id="bench",
+                    incarnation=0,
+                    writer="bench",
+                    source=source,
+                    registry=default_registry,
+                )[0]
+                for batch, chunk in zip(batches, chunks, strict=True)
+            ]
 
-    conversion_us = cpu_per_event(convert_all, n, repeats)
-    tables = convert_all()
+        return run
+
+    conversion_us = cpu_per_event(convert(batches), n, repeats)
+    conversion_fields_us = cpu_per_event(convert(field_batches), n, repeats)
+    tables = convert(batches)()
+    if tables != convert(field_batches)():
+        raise AssertionError("objects and field values gave different tables")
     encode: dict[str, tuple[float, float]] = {}
     for compression in ("none", "lz4", "zstd"):
         options = {**PARQUET_OPTIONS, "compression": compression}
@@ -245,8 +355,29 @@ def measure_costs(events: list[Event], repeats: int) -> Costs:
             event.model_dump_json()
 
     return Costs(
-        log_us, log_in_context_us, conversion_us, encode, cpu_per_event(dump_all, n, repeats)
+        log_us,
+        log_in_context_us,
+        log_fields_us,
+        log_fields_in_context_us,
+        build_us,
+        conversion_us,
+        conversion_fields_us,
+        encode,
+        cpu_per_event(dump_all, n, repeats),
     )
+
+
+def rows_batch(fields: list[Fields], chunk: range) -> Batch:
+    """A flush of ``chunk``'s events as ``log_fields`` buffers them."""
+    batch = Batch()
+    for i in chunk:
+        f = fields[i]
+        rows = batch.rows.setdefault(f.model, Rows())
+        rows.values.append(f.values)
+        rows.seqs.append(i)
+        rows.ts_ns.append(0)
+        rows.contexts.append(StepAttempt(f.step, f.attempt))
+    return batch
 
 
 def main() -> None:
@@ -256,20 +387,30 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     events = make_events(args.steps)
+    fields = as_fields(events)
     n = len(events)
+
+    def dumped(start: int, stop: int) -> list[str]:
+        return [event.model_dump_json() for event in events[start:stop]]
+
+    def built_and_dumped(start: int, stop: int) -> list[str]:
+        return [f.build().model_dump_json() for f in fields[start:stop]]
+
     load_before = os.getloadavg()[0]
-    results = []
-    for _ in range(args.repeats):
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-            ft_log_s, ft_s, ft_cpu, ft_bytes, lat = bench_ftaudit(events, Path(a))
-            js_s, js_cpu, js_bytes = bench_jsonl(events, Path(b))
-            results.append((ft_log_s, ft_s, ft_cpu, ft_bytes, js_s, js_cpu, js_bytes, lat))
-    costs = measure_costs(events, args.repeats)
-    ft_log_s, ft_s, ft_cpu = (min(r[i] for r in results) for i in range(3))
-    js_s, js_cpu = (min(r[i] for r in results) for i in (4, 5))
-    ft_bytes, js_bytes = results[0][3], results[0][6]
-    lat = sorted(x for r in results for x in r[7])
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6  # noqa: E731
+    names = ("obj", "obj_json", "fields", "built", "fields_json")
+    rounds: dict[str, list[Run]] = {k: [] for k in names}
+    for _ in range(args.repeats):  # interleaved, so both sides see the same load
+        for name, run in (
+            ("obj", lambda root: bench_ftaudit(events, root)),
+            ("obj_json", lambda root: bench_jsonl(dumped, n, root)),
+            ("fields", lambda root: bench_ftaudit_fields(fields, root)),
+            ("built", lambda root: bench_ftaudit_built(fields, root)),
+            ("fields_json", lambda root: bench_jsonl(built_and_dumped, n, root)),
+        ):
+            with tempfile.TemporaryDirectory() as root:
+                rounds[name].append(run(Path(root)))
+    costs = measure_costs(events, fields, args.repeats)
+    best = {name: best_of(runs) for name, runs in rounds.items()}
     lines: list[str] = []
     out = lines.append  # the table goes to stdout and to the results file
     out(
@@ -281,48 +422,96 @@ def main() -> None:
         f"duckdb {duckdb.__version__}, {os.cpu_count()} cpus, {platform.machine()}"
     )
     out(
-        "| writer | log() calls/s (training thread) | events/s until durable "
+        "| events given as | writer | log calls/s (training thread) | events/s until durable "
         "| CPU us/event until durable | bytes/event |"
     )
-    out("|---|---:|---:|---:|---:|")
-    out(
-        f"| ftaudit EventWriter (Parquet, zstd, fsync) | {n / ft_log_s:,.0f} | {n / ft_s:,.0f} "
-        f"| {ft_cpu / n * 1e6:.2f} | {ft_bytes / n:.1f} |"
-    )
-    out(
-        f"| JSON lines (model_dump_json, fsync every {FLUSH_ROWS:,}) | {n / js_s:,.0f} "
-        f"| {n / js_s:,.0f} "
-        f"| {js_cpu / n * 1e6:.2f} | {js_bytes / n:.1f} |"
-    )
-    out(
-        f"| ftaudit / JSON lines | {js_s / ft_log_s:.1f}x | {js_s / ft_s:.2f}x "
-        f"| {ft_cpu / js_cpu:.2f}x | 1/{js_bytes / ft_bytes:.1f} |"
-    )
-    out(
-        f"log() latency: p50 {p(0.5):.1f} us, p99 {p(0.99):.1f} us, "
-        f"max {lat[-1] * 1e6:.0f} us, mean {statistics.fmean(lat) * 1e6:.1f} us"
-    )
+    out("|---|---|---:|---:|---:|---:|")
+    for given, ft_name, js_name, ft_key, js_key in (
+        ("objects", "ftaudit `log(event)`", "JSON lines `model_dump_json`", "obj", "obj_json"),
+        (
+            "field values",
+            "ftaudit `log_fields(type, *values)`",
+            "JSON lines: model built, `model_dump_json`",
+            "fields",
+            "fields_json",
+        ),
+        (
+            "field values",
+            "ftaudit `log(type(**values))` (the hooks before `log_fields`)",
+            "JSON lines: model built, `model_dump_json`",
+            "built",
+            "fields_json",
+        ),
+    ):
+        ft, js = best[ft_key], best[js_key]
+        out(
+            f"| {given} | {ft_name} (Parquet, zstd, fsync every {FLUSH_ROWS:,}) "
+            f"| {n / ft.log_s:,.0f} | {n / ft.durable_s:,.0f} | {ft.cpu_s / n * 1e6:.2f} "
+            f"| {ft.bytes / n:.1f} |"
+        )
+        out(
+            f"| {given} | {js_name} (fsync every {FLUSH_ROWS:,}) | {n / js.log_s:,.0f} "
+            f"| {n / js.durable_s:,.0f} | {js.cpu_s / n * 1e6:.2f} | {js.bytes / n:.1f} |"
+        )
+        out(
+            f"| {given} | **ftaudit / JSON lines** | {js.log_s / ft.log_s:.1f}x "
+            f"| **{js.durable_s / ft.durable_s:.2f}x** | {ft.cpu_s / js.cpu_s:.2f}x "
+            f"| 1/{js.bytes / ft.bytes:.1f} |"
+        )
+    for name, label in (
+        ("obj", "log(event)"),
+        ("fields", "log_fields()"),
+        ("built", "model built + log()"),
+    ):
+        lat = sorted(x for run in rounds[name] for x in run.latencies)
+        p = lambda q, lat=lat: lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6  # noqa: E731
+        out(
+            f"{label} latency while flushing: p50 {p(0.5):.1f} us, p99 {p(0.99):.1f} us, "
+            f"max {lat[-1] * 1e6:.0f} us, mean {statistics.fmean(lat) * 1e6:.1f} us"
+        )
     out(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (2 shared cores)")
     out("")
     out("Where an event's time goes (CPU us per event, each part timed alone):")
     out("")
     out("| part | us/event | holds the GIL |")
     out("|---|---:|---|")
-    out(f"| `log()`, no flush running | {costs.log:.2f} | yes |")
-    out(f"| the same inside `step_context` (as the hooks log) | {costs.log_in_context:.2f} | yes |")
-    out(f"| flush: conversion to Arrow (`build_table`) | {costs.conversion:.2f} | yes |")
+    out(f"| `log(event)`, no flush running | {costs.log:.2f} | yes |")
+    out(f"| the same inside `step_context` (as hooks logged) | {costs.log_in_context:.2f} | yes |")
+    out(f"| `log_fields(type, *values, step=, attempt=)` | {costs.log_fields:.2f} | yes |")
+    out(
+        f"| `log_fields(type, *values)` inside `step_context` (as the hooks log) "
+        f"| {costs.log_fields_in_context:.2f} | yes |"
+    )
+    out(f"| building the models from the values (log_fields spares it) | {costs.build:.2f} | yes |")
+    out(f"| flush: conversion to Arrow of objects (`build_table`) | {costs.conversion:.2f} | yes |")
+    out(f"| flush: conversion to Arrow of field values | {costs.conversion_fields:.2f} | yes |")
     for compression, (us, size) in costs.encode.items():
         out(f"| flush: Parquet encoding, {compression} ({size:.1f} bytes/event) | {us:.2f} | no |")
     out(f"| JSON line: `model_dump_json` | {costs.json_line:.2f} | yes |")
-    out(
-        f"Ceiling: `log()` and the conversion hold the GIL, so the durable rate is at most "
-        f"{costs.ceiling(js_cpu / n * 1e6):.2f}x that of JSON lines ({js_cpu / n * 1e6:.2f} "
-        "us of CPU per event) however the rest overlaps."
-    )
+    for given, key, fields_path, js in (
+        ("objects", "log() and its conversion", False, best["obj_json"]),
+        ("field values", "log_fields() and its conversion", True, best["fields_json"]),
+    ):
+        out(
+            f"Ceiling ({given}): {key} hold the GIL, so the durable rate is at most "
+            f"{costs.ceiling(js.cpu_s / n * 1e6, fields=fields_path):.2f}x that of JSON lines "
+            f"({js.cpu_s / n * 1e6:.2f} us of CPU per event) however the rest overlaps."
+        )
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "eventlog_bench.md").write_text(text)
+
+
+def best_of(runs: list[Run]) -> Run:
+    """Each figure's best over the runs (its least disturbed one)."""
+    return Run(
+        min(r.log_s for r in runs),
+        min(r.durable_s for r in runs),
+        min(r.cpu_s for r in runs),
+        runs[0].bytes,
+        [],
+    )
 
 
 if __name__ == "__main__":
