@@ -32,7 +32,7 @@ NEXT_AFTER_RESTORE = f"""
 evidence after it), and whether it logged anything of a later step after it."""
 
 EVENTS = f"""
-    CREATE OR REPLACE TEMP VIEW _ft006_events AS
+    CREATE OR REPLACE TEMP TABLE _ft006_events AS
     WITH next AS ({NEXT_AFTER_RESTORE})
     SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
            c.cell, c.rank, c.heal_source AS source_cell, c.writer, c.seq, c.segment,
@@ -62,7 +62,10 @@ Which step a rank trains after a heal or load is read from its own log: its next
 training evidence, or, before that is on disk, any event of a later step (a rank that
 logged a later step without training this one did not train this one after the heal).
 So a live window that holds the healed rank's next step in part (its snapshot sealed,
-its after-step checksum not yet) places the heal as the whole log will."""
+its after-step checksum not yet) places the heal as the whole log will.
+
+A table, computed once (no hashes in it: as many small rows as checksum events): as a
+view, each comparison below planned it twice again, a third of a small run's FT006."""
 
 TENSORS = f"""
     CREATE OR REPLACE TEMP VIEW _ft006_tensors AS
