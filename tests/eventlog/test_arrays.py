@@ -1,4 +1,5 @@
-"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions."""
+"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions, and
+``unique_sorted`` with ``np.unique``."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ftaudit.eventlog.arrays import constant_strings, int64_numpy
+from ftaudit.eventlog.arrays import constant_strings, int64_numpy, unique_sorted
 
 
 @pytest.mark.parametrize(("value", "n"), [("abc", 5), ("", 3), ("x", 0), ("é", 2)])
@@ -24,3 +25,13 @@ def test_int64_numpy_over_chunks_slices_types_and_nulls() -> None:
     assert empty.dtype == np.int64 and empty.size == 0
     with pytest.raises(ValueError, match="NULL"):
         int64_numpy(column)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], [5], [3, 1, 2], [1, 2, 3], [4, 4, 4], [2, -1, 2, 7, -1, 0], [1, 1, 2, 3, 5, 8]],
+)
+def test_unique_sorted_is_np_unique(values: list[int]) -> None:
+    arr = np.asarray(values, dtype=np.int64)
+    found = unique_sorted(arr)
+    assert found.dtype == np.int64 and found.tolist() == np.unique(arr).tolist()

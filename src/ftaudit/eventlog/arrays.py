@@ -3,7 +3,9 @@
 pyarrow converts every Python value it is handed (``pa.array``, ``pa.scalar``, a Python
 number in a compute call) and every ``to_numpy`` through a shim that imports pandas on
 first use: half a second of CPU, paid by each ``ft-verify`` call that a gate makes after
-every step. The readers use these helpers instead; they work on the buffers.
+every step. The readers use these helpers instead; they work on the buffers. And
+:func:`unique_sorted` stands in for ``np.unique``, which imports ``numpy.ma`` on first
+use (10 ms of every ``ft-verify``) and hashes integers before sorting them (slower).
 """
 
 from __future__ import annotations
@@ -51,4 +53,13 @@ def int64_numpy(column: pa.Array | pa.ChunkedArray, *, null: int | None = None) 
     return np.concatenate(parts)
 
 
-__all__ = ["constant_strings", "int64_numpy", "int64_scalar", "string_scalar"]
+def unique_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-d integer array, ascending (what ``np.unique`` gives);
+    ``values`` itself when it is strictly ascending already."""
+    if values.size < 2 or bool(np.all(values[1:] > values[:-1])):
+        return values
+    ordered = np.sort(values)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+__all__ = ["constant_strings", "int64_numpy", "int64_scalar", "string_scalar", "unique_sorted"]

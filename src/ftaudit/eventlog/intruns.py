@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from ftaudit.eventlog.arrays import unique_sorted
+
 
 class IntRuns(BaseModel):
     """The sequence ``concat(range(s, s + n) for s, n in zip(starts, lengths))``.
@@ -66,7 +68,7 @@ class IntRuns(BaseModel):
     @classmethod
     def from_ids(cls, values: Iterable[int]) -> IntRuns:
         """The canonical set form: sorted, without duplicates, adjacent runs merged."""
-        return cls.from_sequence(np.unique(np.fromiter(values, dtype=np.int64)))
+        return cls.from_sequence(unique_sorted(np.fromiter(values, dtype=np.int64)))
 
     @classmethod
     def arc(cls, start: int, count: int, ring: int) -> IntRuns:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftaudit.eventlog.arrays import unique_sorted
 from ftaudit.verifier.spans import Spans
 
 
@@ -57,7 +58,7 @@ def resolve(
     if s.size <= 1 or np.all(s[1:] >= e[:-1]):
         return Owners(s, e, index)
     # overlapping ranges (a re-issued id): paint elementary segments, latest wins
-    bounds = np.unique(np.concatenate((s, e)))
+    bounds = unique_sorted(np.concatenate((s, e)))
     left, right = bounds[:-1], bounds[1:]
     cover = (s[:, None] <= left[None, :]) & (left[None, :] < e[:, None])
     score = np.where(cover, recency[:, None], np.iinfo(np.int64).min)

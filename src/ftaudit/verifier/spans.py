@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ftaudit.eventlog.arrays import unique_sorted
 from ftaudit.eventlog.intruns import IntRuns
 
 _I64 = np.int64
@@ -63,7 +64,8 @@ class Spans:
 
     @classmethod
     def from_ids(cls, ids: Iterable[int] | np.ndarray) -> Spans:
-        arr = np.unique(np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, _I64))
+        arr = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, _I64)
+        arr = unique_sorted(arr.ravel())
         return cls.of(arr, arr + 1)
 
     def __len__(self) -> int:
@@ -103,7 +105,7 @@ class Spans:
         return out
 
     def _combine(self, other: Spans, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Spans:
-        bounds = np.unique(np.concatenate((self.starts, self.ends, other.starts, other.ends)))
+        bounds = unique_sorted(np.concatenate((self.starts, self.ends, other.starts, other.ends)))
         if bounds.size < 2:
             return Spans.empty()
         left, right = bounds[:-1], bounds[1:]
@@ -164,7 +166,7 @@ def multiply_covered(starts: np.ndarray, ends: np.ndarray) -> Spans:
     starts, ends = starts[keep], ends[keep]
     if starts.size < 2:
         return Spans.empty()
-    bounds = np.unique(np.concatenate((starts, ends)))
+    bounds = unique_sorted(np.concatenate((starts, ends)))
     left = bounds[:-1]
     depth = np.searchsorted(np.sort(starts), left, side="right") - np.searchsorted(
         np.sort(ends), left, side="right"
