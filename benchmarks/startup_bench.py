@@ -18,8 +18,13 @@ Each row gives the median wall time and the median CPU time (user + system, from
 time follows the load, the CPU time much less. The children keep their bytecode in a
 temporary ``PYTHONPYCACHEPREFIX`` (written by the untimed first run), as an installed
 package has it: with ``PYTHONDONTWRITEBYTECODE`` set, every call would compile ftaudit's
-modules from source again. Run:
-``.venv/bin/python benchmarks/startup_bench.py [--repeat 10] [--out benchmarks/results]``.
+modules from source again.
+
+``--baseline SRC`` (the ``src`` folder of another ftaudit, e.g. ``git archive`` of an
+older commit) times every command with that ftaudit too, alternating the two in each
+round, so both see the same load: the table then gives both, and their CPU ratio. Run:
+``.venv/bin/python benchmarks/startup_bench.py [--repeat 10] [--baseline SRC]
+[--out benchmarks/results]``.
 """
 
 from __future__ import annotations
@@ -63,12 +68,22 @@ def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def measure(label: str, argv: list[str], repeat: int, env: dict[str, str]) -> Timing:
-    _timed(argv, env)  # warm the file cache and write the bytecode; not counted
-    runs = [_timed(argv, env) for _ in range(repeat)]
-    return Timing(
-        label, statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
-    )
+def measure(
+    label: str, argv: list[str], repeat: int, envs: dict[str, dict[str, str]]
+) -> dict[str, Timing]:
+    """Median wall and CPU of ``argv`` under each of ``envs``, alternating them per round."""
+    for env in envs.values():
+        _timed(argv, env)  # warm the file cache and write the bytecode; not counted
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in envs}
+    for _ in range(repeat):
+        for name, env in envs.items():
+            runs[name].append(_timed(argv, env))
+    return {
+        name: Timing(
+            label, statistics.median(w for w, _ in got), statistics.median(c for _, c in got)
+        )
+        for name, got in runs.items()
+    }
 
 
 def _load() -> str:
@@ -96,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--baseline", type=Path, help="src folder of an ftaudit to compare")
     args = parser.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="ftaudit-startup-") as tmp:
@@ -122,12 +138,18 @@ def main() -> None:
                 "11",
             ],
         }
-        rows = [measure(label, argv, args.repeat, env) for label, argv in commands.items()]
+        envs = {"current": env}
+        if args.baseline is not None:
+            path = [str(args.baseline.resolve()), *env.get("PYTHONPATH", "").split(os.pathsep)]
+            envs["baseline"] = {**env, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+        timed = [measure(label, argv, args.repeat, envs) for label, argv in commands.items()]
+    rows = [t["current"] for t in timed]
+    baseline = [t["baseline"] for t in timed] if args.baseline is not None else []
     import duckdb
     import pyarrow
     import pydantic
 
-    env = {
+    about = {
         "python": platform.python_version(),
         "pyarrow": pyarrow.__version__,
         "duckdb": duckdb.__version__,
@@ -138,25 +160,51 @@ def main() -> None:
         "run": "ftaudit synth " + " ".join(SYNTH),
         "commit": _commit(),
     }
-    base = rows[0]
+    if args.baseline is not None:
+        about["baseline"] = str(args.baseline)
     lines = [
         f"# ft-verify start-up (median of {args.repeat})",
         "",
-        ", ".join(f"{k} {v}" for k, v in env.items()),
+        ", ".join(f"{k} {v}" for k, v in about.items()),
         "",
-        "| command | wall (s) | CPU (s) | wall / `python -c pass` |",
-        "|---|---:|---:|---:|",
+        *(_compared(rows, baseline) if baseline else _table(rows)),
     ]
-    for r in rows:
-        lines.append(
-            f"| `{r.label}` | {r.wall_s:.3f} | {r.cpu_s:.3f} | {r.wall_s / base.wall_s:.1f}x |"
-        )
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "startup_bench.md").write_text(text)
-    payload = {"env": env, "rows": [asdict(r) for r in rows]}
+    payload = {
+        "env": about,
+        "rows": [asdict(r) for r in rows],
+        "baseline_rows": [asdict(r) for r in baseline],
+    }
     (args.out / "startup_bench.json").write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def _table(rows: list[Timing]) -> list[str]:
+    base = rows[0]
+    return [
+        "| command | wall (s) | CPU (s) | wall / `python -c pass` |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| `{r.label}` | {r.wall_s:.3f} | {r.cpu_s:.3f} | {r.wall_s / base.wall_s:.1f}x |"
+            for r in rows
+        ),
+    ]
+
+
+def _compared(rows: list[Timing], baseline: list[Timing]) -> list[str]:
+    lines = [
+        "| command | CPU baseline (s) | CPU current (s) | current / baseline | "
+        "wall baseline (s) | wall current (s) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for b, r in zip(baseline, rows, strict=True):
+        lines.append(
+            f"| `{r.label}` | {b.cpu_s:.3f} | {r.cpu_s:.3f} | {r.cpu_s / b.cpu_s:.2f} | "
+            f"{b.wall_s:.3f} | {r.wall_s:.3f} |"
+        )
+    return lines
 
 
 if __name__ == "__main__":
