@@ -98,6 +98,15 @@ def test_step_and_attempt_come_from_the_context_as_with_log(tmp_path: Path):
     )
 
 
+def test_steps_passed_in_turn_are_each_stored(tmp_path: Path):
+    steps = [(1, 0), (1, 0), (2, 0), (1, 0), (1, 3), (None, None)]
+    with _writer(tmp_path) as writer:
+        for step, attempt in steps:
+            writer.log_fields(Metric, {"a": 1.0}, step=step, attempt=attempt)
+    stored = [(r.envelope.step, r.envelope.attempt) for r in read_records(tmp_path)]
+    assert stored == steps
+
+
 def test_a_step_bound_type_needs_a_step_and_a_metric_does_not(tmp_path: Path):
     with _writer(tmp_path) as writer:
         with pytest.raises(UsageError, match="witness_snapshot needs a step and an attempt"):

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from ftaudit.errors import UsageError, WriterError
 from ftaudit.eventlog.batch import Batch, Rows
-from ftaudit.eventlog.context import StepAttempt, current
+from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt, current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
 from ftaudit.eventlog.hot import CHECKS as _HOT_CHECKS
@@ -122,6 +122,7 @@ class EventWriter:
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
         self._hot: dict[type[Event], tuple[Callable | None, int, bool]] = {}
+        self._explicit = NO_CONTEXT  # the last step and attempt passed to log_fields
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
         self._io_owner: int | None = None  # the thread inside a flush (see _on_sigterm)
@@ -244,10 +245,14 @@ class EventWriter:
             return self.log(self._build(model, values, step, attempt))
         context = current()
         if step is not None or attempt is not None:
-            context = StepAttempt(
-                context.step if step is None else step,
-                context.attempt if attempt is None else attempt,
-            )
+            step = context.step if step is None else step
+            attempt = context.attempt if attempt is None else attempt
+            # a frozen dataclass costs a microsecond to build; callers that pass the step
+            # (the driver) pass the same one many times in a row
+            explicit = self._explicit
+            if explicit.step != step or explicit.attempt != attempt:
+                explicit = self._explicit = StepAttempt(step, attempt)
+            context = explicit
         if needs_step and (context.step is None or context.attempt is None):
             raise UsageError(
                 f"{model.model_fields['type'].default} needs a step and an attempt: pass them "
