@@ -17,7 +17,7 @@ pytest.importorskip("torchft")
 
 from ftaudit.demo.cell import DISCARDED, NORMAL, CellWorker
 from ftaudit.demo.config import DemoConfig
-from ftaudit.demo.schedule import DemoSchedule, DiscardSpec
+from ftaudit.demo.schedule import DemoSchedule, DiscardSpec, QuorumTimeoutSpec
 from ftaudit.demo.torchft_quorum import start_lighthouse
 from ftaudit.trainer_hooks import DriverSession
 
@@ -67,7 +67,7 @@ def _cells(
 
 def _attempt(session: DriverSession, cells: list[CellWorker], attempt: int) -> list[str]:
     """One attempt as the driver runs it: both cells join a quorum, then train."""
-    quorums = _both(lambda c: c.join_quorum(), cells)
+    quorums = _both(lambda c: c.join_quorum(0, attempt), cells)
     assert sorted(q.rank for q in quorums) == [0, 1] and {q.size for q in quorums} == {2}
     samples = list(range(16))
     info = session.allocate(0, attempt, samples)
@@ -96,3 +96,23 @@ def test_the_commit_despite_peer_discard_bug_commits_alone(tmp_path: Path, light
     before = cells[0].hooks.hashes()
     assert _attempt(session, cells, 0) == [NORMAL, DISCARDED]
     assert cells[0].hooks.hashes() != before
+
+
+def test_a_timed_out_quorum_stays_in_the_manager(tmp_path: Path, lighthouse: str) -> None:
+    """Why the driver replaces a cell whose quorum failed: torchft's ``start_quorum``
+    first re-raises the previous quorum's failure (meta-pytorch/torchft
+    ``torchft/manager.py`` at 7eb7087885f7ffaf51148a9df3289d73b8709fbd: "wait for previous
+    quorum to complete", ``self._quorum_future.result()``), so the cell cannot join again.
+    Cell 1 holds its ask (the schedule's quorum timeout of cell 0), so cell 0's quorum
+    cannot form: one asking cell of two heartbeating is no majority for the lighthouse."""
+    schedule = DemoSchedule(quorum_timeouts=(QuorumTimeoutSpec(step=0, cell=0),))
+    cfg = DemoConfig(run_dir=str(tmp_path), faults_json=schedule.to_json())
+    session = DriverSession.start(tmp_path, buffer_size=cfg.buffer_size)
+    cells = [CellWorker(cfg.to_json(), session.incarnation) for _ in range(2)]
+    for c, worker in enumerate(cells):
+        worker.join(c, lighthouse)
+    with pytest.raises(TimeoutError, match="Timeout expired") as first:
+        cells[0].join_quorum(0, 0)
+    with pytest.raises(TimeoutError) as again:  # no new quorum: the old failure, raised again
+        cells[0].join_quorum(0, 0)
+    assert again.value is first.value

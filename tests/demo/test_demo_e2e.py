@@ -71,6 +71,36 @@ def test_the_demo_with_every_default_fault_verifies(tmp_path: Path, seed: int) -
     assert all(n > 0 for (n,) in records), records  # torchft's own records, as events
 
 
+def test_lost_cells_are_replaced_and_a_job_without_cells_restarts(tmp_path: Path) -> None:
+    """torchft raises in a cell's quorum once its deadline passed ("Cancelled: Timeout
+    expired", then the Manager keeps the failure): the driver kills the cell and replaces
+    it as it does a dead cell. A job left without cells (here both killed in step 3)
+    restarts from the newest checkpoint as after its own death. The run verifies.
+    Ordered, not timed: at step 1 cell 1 asks only after the driver saw cell 0's quorum
+    fail, so no quorum can form before cell 0's deadline."""
+    run_dir = tmp_path / "run"
+    faults = (
+        '{"quorum_timeouts": [{"step": 1, "cell": 0}],'
+        ' "faults": [{"step": 3, "mode": "sigkill", "at": "before_allreduce"}]}'
+    )
+    proc = _demo(run_dir, "--faults", faults, "--steps", "5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    talk = proc.stderr
+    assert "step 1: cell 0 lost: its torchft quorum failed (TimeoutError" in talk, talk
+    assert "step 1 attempt 0: cell 1 normal -> accepted" in talk, talk
+    assert "step 2: healed cell(s) [0] from cell 1" in talk, talk
+    assert "the training job lost every cell; restarting it" in talk, talk
+    assert "[incarnation 1] resumed from checkpoint 2" in talk, talk
+    code, report = _report(run_dir)
+    assert code == 0, json.dumps(report, indent=1)
+    with ftaudit.connect(run_dir) as con:
+        heals = con.sql(
+            """SELECT step, cell, heal_source FROM trainer_weight_checksum
+               WHERE "when" = 'after_heal' AND heal_source IS NOT NULL ORDER BY step"""
+        ).fetchall()
+    assert heals == [(2, 0, 1)], heals  # the replacement, through the Manager's heal
+
+
 def test_the_lm_objective_without_faults_verifies(tmp_path: Path) -> None:
     proc = _demo(tmp_path / "run", "--objective", "lm", "--no-faults", "--steps", "4")
     assert proc.returncode == 0, proc.stdout + proc.stderr

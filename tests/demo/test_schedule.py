@@ -59,6 +59,31 @@ def test_invalid_schedules_are_refused(text: str) -> None:
         DemoSchedule.parse(text)
 
 
+def test_a_quorum_timeout_holds_the_peers_of_its_cell_once() -> None:
+    s = DemoSchedule.parse('{"quorum_timeouts": [{"step": 3, "cell": 0}]}')
+    at = {"step": 3, "attempt": 0, "incarnation": 0}
+    assert s.quorum_times_out(cell=0, **at) and not s.quorum_times_out(cell=1, **at)
+    assert s.holds_quorum(cell=1, **at) and s.holds_quorum(cell=2, **at)
+    assert not s.holds_quorum(cell=0, **at)
+    assert not s.holds_quorum(cell=1, step=3, attempt=1, incarnation=0)
+    assert not s.quorum_times_out(cell=0, step=3, attempt=0, incarnation=1)
+    both = DemoSchedule.parse(
+        '{"quorum_timeouts": [{"step": 3, "cell": 0}, {"step": 3, "cell": 1}]}'
+    )
+    assert not both.holds_quorum(cell=1, **at) and both.holds_quorum(cell=2, **at)
+
+
+def test_the_quorum_deadline_outlasts_every_wait_the_lighthouse_ends() -> None:
+    """A quorum of slow but live cells forms before the deadline: the lighthouse drops a
+    dead cell after its heartbeat timeout and issues without a straggler after its join
+    timeout (both at most, from the first ask)."""
+    pytest.importorskip("torchft")
+    from ftaudit.demo.torchft_quorum import HEARTBEAT_TIMEOUT_MS, JOIN_TIMEOUT_MS, quorum_deadline
+
+    deadline = quorum_deadline(DemoConfig(run_dir="r").collective_timeout_s)
+    assert deadline.total_seconds() > (JOIN_TIMEOUT_MS + HEARTBEAT_TIMEOUT_MS) / 1000
+
+
 def test_the_default_schedule_round_trips_and_covers_every_fault_kind() -> None:
     s = default_schedule()
     assert DemoSchedule.parse(s.to_json()) == s

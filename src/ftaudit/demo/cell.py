@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,9 @@ from ftaudit.eventlog.rundir import writer_dir
 from ftaudit.eventlog.writer import WriterOptions
 from ftaudit.trainer_hooks.torch import TrainerHooks, install_witnesses, sample_token_ids
 
+FAULT_QUORUM_DEADLINE = timedelta(seconds=1)
+"""The quorum deadline of a cell whose quorum the schedule makes time out: its peers do
+not ask before it passed, so its length changes only how soon the fault fires."""
 NORMAL = RankOutcome.NORMAL.value
 DISCARDED = RankOutcome.DISCARDED_SHOULD_RETRY.value
 
@@ -93,6 +97,9 @@ class CellWorker:
         self._hooks: TrainerHooks | None = None
         self.replica: TorchftReplica | None = None
         """The cell's torchft Manager, started by :meth:`join`."""
+        self._quorum_released = threading.Event()
+        self._held: set[tuple[int, int]] = set()
+        """The attempts at which this cell held its ask for a peer's quorum timeout."""
 
     def join(self, cell: int, lighthouse: str) -> int:
         """Serve as ``cell``: attach the hooks (its event writer) to the run and start its
@@ -135,13 +142,28 @@ class CellWorker:
 
     # -- membership --------------------------------------------------------------------
 
-    def join_quorum(self) -> Quorum:
-        """Join the next torchft quorum, healing from a peer first if this cell is behind."""
+    def join_quorum(self, step: int, attempt: int) -> Quorum:
+        """Join the torchft quorum of ``step``/``attempt``, healing from a peer first if this
+        cell is behind. Raises if torchft's quorum fails: the driver replaces the cell."""
         self.heartbeat.beat(waiting=True)
-        quorum = self.manager.start_quorum()
+        when = {"step": step, "attempt": attempt, "cell": self.cell}
+        deadline = None
+        if self.schedule.quorum_times_out(**when, incarnation=self.incarnation):
+            deadline = FAULT_QUORUM_DEADLINE  # expires: the peers hold their asks
+        elif (step, attempt) not in self._held and self.schedule.holds_quorum(
+            **when, incarnation=self.incarnation
+        ):
+            self._held.add((step, attempt))  # a re-ask in the same attempt is not held
+            self._quorum_released.wait()  # set by the driver once the peer's quorum failed
+            self._quorum_released.clear()
+        quorum = self.manager.start_quorum(deadline)
         self.quorum_rank, self.quorum_size = quorum.rank, quorum.size
         self.heartbeat.beat()
         return quorum
+
+    def release_quorum(self) -> None:
+        """Let a held ask go (see :meth:`DemoSchedule.holds_quorum`)."""
+        self._quorum_released.set()
 
     def read_heartbeat(self) -> tuple[float, bool]:
         return self.heartbeat.read()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from ftaudit.dataset import build_manifest
 from ftaudit.demo import bugs
@@ -27,7 +27,7 @@ from ftaudit.demo.data import Dataset
 from ftaudit.demo.loader import DemoLoader
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.talk import say
-from ftaudit.demo.torchft_quorum import Quorum, start_lighthouse
+from ftaudit.demo.torchft_quorum import HEARTBEAT_TIMEOUT_MS, Quorum, start_lighthouse
 from ftaudit.eventlog.events import (
     CellOutcome,
     CheckpointRef,
@@ -45,6 +45,11 @@ POLL_S = 0.1
 QUORUM_ROUNDS = 10
 """How many times the cells may ask for a quorum of all of them before the step
 gives up (one or two in practice: see :meth:`DemoDriver._form_quorum`)."""
+
+
+class EveryCellLost(RuntimeError):
+    """No cell of this incarnation is left: the job ends, and ``ftaudit demo`` starts the
+    next incarnation from the newest checkpoint, as after the job's own death."""
 
 
 def checkpoint_dir(run_dir: str, iteration: int) -> Path:
@@ -83,7 +88,7 @@ class DemoDriver:
         self.keep_spare = any(
             f.target == "trainer" and f.incarnation in (None, self.incarnation)
             for f in self.schedule.faults
-        )
+        ) or any(q.incarnation == self.incarnation for q in self.schedule.quorum_timeouts)
         """Only an incarnation where cells are scheduled to fail pays for a spare."""
         self.data_offset = 0
         data = cfg.data
@@ -139,7 +144,7 @@ class DemoDriver:
         return self._batch[1]
 
     def _run_attempt(self, step: int, attempt: int) -> dict[int, CellOutcome]:
-        self._form_quorum(step)
+        self._form_quorum(step, attempt)
         samples = self.dataset.step_samples(step, self.data_offset)
         items = self._items(step)
         if bugs.active(self.cfg.bug, "allocation_not_durable"):
@@ -158,16 +163,17 @@ class DemoDriver:
             for c, r in sorted(results.items())
         }
 
-    def _form_quorum(self, step: int) -> None:
+    def _form_quorum(self, step: int, attempt: int) -> None:
         """Every live cell joins one torchft quorum before the attempt trains.
 
         The lighthouse issues a quorum at once when every member of the previous one asked
         again ("fast quorum"), so a replacement that asks a moment later is left for the
         next quorum and waits there. Cells whose quorum left out a live cell therefore
         ask again until one quorum holds every live cell; a replacement heals from a peer
-        at the newest step inside it.
+        at the newest step inside it. A cell whose quorum failed is lost (:meth:`_lose`):
+        the attempt goes on without it and a replacement heals at the next step.
         """
-        pending = {c: m.join_quorum.remote() for c, m in self.cells.items()}
+        pending = {c: m.join_quorum.remote(step, attempt) for c, m in self.cells.items()}
         joined: dict[int, Quorum] = {}
         for _ in range(QUORUM_ROUNDS):
             while pending:
@@ -176,27 +182,69 @@ class DemoDriver:
                     del pending[c]
                     try:
                         joined[c] = ray.get(ref)
+                        continue
                     except RayActorError:
                         say(f"{self.tag} step {step}: cell {c} died joining the quorum")
-                        del self.cells[c]
-                        joined.pop(c, None)
+                    except RayTaskError as exc:
+                        say(
+                            f"{self.tag} step {step}: cell {c} lost: its torchft quorum "
+                            f"failed ({_first_line(exc.cause)}); replacing it"
+                        )
+                        self._lose(c)
+                    del self.cells[c]
+                    if any(self._holds(step, attempt, h) for h in pending):
+                        self._release_held(pending)
                 if not self.cells:
-                    raise RuntimeError(f"step {step}: every cell died; restart from a checkpoint")
+                    raise EveryCellLost(f"step {step}: every cell died or was lost")
                 # a quorum without a cell still waiting: its members ask again, so the
                 # next quorum takes the latecomer in
                 for c in [c for c, q in joined.items() if pending and q.size < len(self.cells)]:
-                    pending[c] = self.cells[c].join_quorum.remote()
+                    pending[c] = self.cells[c].join_quorum.remote(step, attempt)
                     del joined[c]
             ids = {q.quorum_id for q in joined.values()}
             if len(ids) == 1 and all(q.size == len(self.cells) for q in joined.values()):
                 break
-            pending = {c: self.cells[c].join_quorum.remote() for c in joined}  # split: again
+            # split: again
+            pending = {c: self.cells[c].join_quorum.remote(step, attempt) for c in joined}
             joined = {}
         else:
             raise RuntimeError(f"step {step}: no torchft quorum of all {len(self.cells)} cells")
         for c, q in sorted(joined.items()):
             if q.healed_from is not None:
                 say(f"{self.tag} step {step}: healed cell(s) [{c}] from cell {q.healed_from}")
+
+    def _lose(self, cell: int) -> None:
+        """Kill a cell whose torchft quorum failed and wait until it is gone.
+
+        A failed quorum stays in its Manager (``start_quorum`` raises it again first:
+        torchft 0.2.0 ``torchft/manager.py``), so the cell cannot join another one; it is
+        ended as a dead cell is, its log left as a killed cell leaves it, and replaced at
+        the next step. Gone means its Manager stopped heartbeating to the lighthouse.
+        """
+        handle = self.cells[cell]
+        ray.kill(handle, no_restart=True)
+        while True:
+            try:
+                ray.get(handle.read_heartbeat.remote())
+            except RayActorError:
+                return
+            time.sleep(POLL_S)
+
+    def _holds(self, step: int, attempt: int, cell: int) -> bool:
+        return self.schedule.holds_quorum(
+            step=step, attempt=attempt, cell=cell, incarnation=self.incarnation
+        )
+
+    def _release_held(self, pending: dict[int, Any]) -> None:
+        """Let the cells holding their asks for a scheduled quorum timeout ask now.
+
+        First the lighthouse forgets the lost cell: its failed ask stays among the
+        lighthouse's participants until a quorum is issued, and counts while the cell
+        heartbeated within the heartbeat timeout, so an ask made sooner could get a quorum
+        naming a dead cell (the attempt would then be discarded and retried).
+        """
+        time.sleep(HEARTBEAT_TIMEOUT_MS / 1000 + 1)  # the lost cell was gone before this
+        ray.get([self.cells[c].release_quorum.remote() for c in pending])
 
     def _allocate_logged_later(self, step: int, attempt: int, samples: Any) -> WitnessInfo:
         """The defect of ``allocation_not_durable``: ids go out now, the log entry later.
@@ -375,7 +423,7 @@ class DemoDriver:
                 if accepted:
                     break
                 if not self.cells:
-                    raise RuntimeError(f"step {step}: every cell died; restart from a checkpoint")
+                    raise EveryCellLost(f"step {step}: every cell died or was lost")
                 attempt += 1
             if late_checkpoint is not None:
                 self._checkpoint(*late_checkpoint)  # holds this step's state: one step late
@@ -390,6 +438,14 @@ class DemoDriver:
         self.lighthouse.shutdown()
         self.session.finish()
         say(f"{self.tag} finished {self.cfg.steps} steps")
+
+
+def _first_line(error: BaseException) -> str:
+    """``Type: message`` for a progress line: the first line, without the details and
+    metadata that follow the code and message in torchft's gRPC status text."""
+    lines = str(error).splitlines()
+    text = lines[0].split(", details:")[0] if lines else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _describe(outcomes: dict[int, CellOutcome]) -> str:

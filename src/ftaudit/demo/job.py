@@ -2,7 +2,8 @@
 
 ``ftaudit demo`` runs it as a subprocess so that it can be killed for real (SIGKILL from
 the fault schedule) and relaunched; a relaunch resumes from the newest complete
-checkpoint in the log. It joins the Ray cluster named by ``RAY_ADDRESS``.
+checkpoint in the log; so does one that exits with ``RESTART_EXIT`` after it lost every
+cell. It joins the Ray cluster named by ``RAY_ADDRESS``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import sys
 import ray
 
 from ftaudit.demo.config import DemoConfig
-from ftaudit.demo.driver import DemoDriver
-from ftaudit.demo.run import TALK_FD_ENV
-from ftaudit.demo.talk import speak_on
+from ftaudit.demo.driver import DemoDriver, EveryCellLost
+from ftaudit.demo.run import RESTART_EXIT, TALK_FD_ENV
+from ftaudit.demo.talk import say, speak_on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ray.init(log_to_driver=False, configure_logging=False)
     try:
         DemoDriver(cfg).run()
+    except EveryCellLost as exc:  # the log is flushed at exit, not finished
+        say(f"[job] {exc}")
+        return RESTART_EXIT
     finally:
         ray.shutdown()
     return 0

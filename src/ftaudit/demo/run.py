@@ -56,6 +56,11 @@ EXPECTED_NOISE = (
 """Ray's messages about the workers the schedule kills on purpose: dropped from the output."""
 
 
+RESTART_EXIT = 75
+"""The job's exit status when it lost every cell (EX_TEMPFAIL): restart it from the
+newest checkpoint, as after a SIGKILL."""
+
+
 TALK_FD_ENV = "FTAUDIT_DEMO_TALK_FD"
 """The job's progress pipe: Ray and torchft print from their own threads on the job's
 stdout and stderr, and a line of theirs can land inside a progress line sharing them."""
@@ -93,7 +98,8 @@ def _forward(lines: IO[str], drop_noise: bool) -> None:
 
 
 def run_training(cfg: DemoConfig, *, max_incarnations: int = 4) -> int:
-    """Run the job until it finishes; relaunch it after each SIGKILL. Returns the launches."""
+    """Run the job until it finishes; relaunch it after each SIGKILL or loss of every cell.
+    Returns the launches."""
     import ray
 
     address = _start_ray(cfg)
@@ -104,13 +110,11 @@ def run_training(cfg: DemoConfig, *, max_incarnations: int = 4) -> int:
             returncode = _run_job(cfg, env)
             if returncode == 0:
                 return launch
-            if returncode != -signal.SIGKILL:
+            if returncode not in (-signal.SIGKILL, RESTART_EXIT):
                 raise DemoError(f"the training job failed with exit status {returncode}")
-            say(
-                "[demo] the training job was killed (SIGKILL); restarting it from the "
-                "latest checkpoint"
-            )
-        raise DemoError(f"the training job was killed {max_incarnations} times; giving up")
+            why = "was killed (SIGKILL)" if returncode < 0 else "lost every cell"
+            say(f"[demo] the training job {why}; restarting it from the latest checkpoint")
+        raise DemoError(f"the training job ended {max_incarnations} times; giving up")
     finally:
         ray.shutdown()
 

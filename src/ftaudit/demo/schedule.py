@@ -13,6 +13,10 @@ their :class:`FaultInjector` at named call sites of the cell and the driver:
 
 A discard is not a process fault: the cell finds a non-finite loss and votes to discard
 the attempt, as trainers do after a bad rollout.
+
+A quorum timeout is not one either: the cell's torchft quorum deadline expires while its
+peers are slow to ask (they hold their asks until the driver saw the deadline pass), so
+torchft raises in the cell's ``start_quorum`` and the driver replaces the cell.
 """
 
 from __future__ import annotations
@@ -38,13 +42,29 @@ class DiscardSpec(BaseModel):
     incarnation: int = Field(default=0, ge=0)
 
 
+class QuorumTimeoutSpec(BaseModel):
+    """``cell``'s torchft quorum at ``step``/``attempt`` times out: its peers ask only
+    after the driver saw it fail (needs two cells or more)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: int = Field(ge=0)
+    cell: int = Field(ge=0)
+    attempt: int = Field(default=0, ge=0)
+    incarnation: int = Field(default=0, ge=0)
+
+
 class DemoSchedule(BaseModel):
-    """Every fault of one demo run. JSON: ``{"faults": [...], "discards": [...]}``."""
+    """Every fault of one demo run.
+
+    JSON: ``{"faults": [...], "discards": [...], "quorum_timeouts": [...]}``.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     faults: tuple[FaultSpec, ...] = ()
     discards: tuple[DiscardSpec, ...] = ()
+    quorum_timeouts: tuple[QuorumTimeoutSpec, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> DemoSchedule:
@@ -77,6 +97,22 @@ class DemoSchedule(BaseModel):
             and d.cell == cell
             and d.incarnation == incarnation
             for d in self.discards
+        )
+
+    def quorum_times_out(self, *, step: int, attempt: int, cell: int, incarnation: int) -> bool:
+        """Whether ``cell``'s quorum deadline expires at this attempt."""
+        return any(
+            (q.step, q.attempt, q.cell, q.incarnation) == (step, attempt, cell, incarnation)
+            for q in self.quorum_timeouts
+        )
+
+    def holds_quorum(self, *, step: int, attempt: int, cell: int, incarnation: int) -> bool:
+        """Whether ``cell`` holds its ask at this attempt: a peer's quorum times out (and
+        its own does not)."""
+        at = {"step": step, "attempt": attempt, "incarnation": incarnation}
+        return not self.quorum_times_out(cell=cell, **at) and any(
+            (q.step, q.attempt, q.incarnation) == (step, attempt, incarnation)
+            for q in self.quorum_timeouts
         )
 
     def job_kill_steps(self) -> list[int]:

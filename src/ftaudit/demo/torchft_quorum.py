@@ -45,7 +45,31 @@ quorums training the same step."""
 JOIN_TIMEOUT_MS = 120_000
 """How long a quorum waits for a cell that heartbeats but has not asked to join. Only a
 slow cell makes it wait (dead cells stop heartbeating, spares have no Manager yet), and
-issuing the quorum without a live cell would let it form a quorum of its own."""
+issuing the quorum without a live cell would let it form a quorum of its own. It ends no
+quorum in error: when it passes, the lighthouse issues the quorum without the straggler,
+which joins the next one (:meth:`DemoDriver._form_quorum`). With two cells it never
+passes: one asking cell of two heartbeating is not a majority, so the lighthouse waits for
+the other without limit (``quorum_compute`` in ``src/lighthouse.rs``, meta-pytorch/torchft
+at 7eb7087885f7ffaf51148a9df3289d73b8709fbd)."""
+
+
+def quorum_deadline(collective_timeout_s: float) -> timedelta:
+    """The one deadline on a cell's quorum (the Manager's ``quorum_timeout``).
+
+    It is the deadline of the cell's quorum call and of its Manager's call to the
+    lighthouse (``ManagerClient._quorum`` in ``src/lib.rs`` and ``_quorum_with_retries`` in
+    ``src/manager.rs``, torchft at the commit above); when it passes, torchft raises
+    ``TimeoutError: status: Cancelled, message: "Timeout expired"`` and the Manager keeps
+    that failure (the next ``start_quorum`` raises it again), so the driver replaces the
+    cell. It outlasts every wait the lighthouse ends by itself (a dead cell leaves after
+    the heartbeat timeout, a straggler after the join timeout) by a collective timeout,
+    so a quorum of slow but live cells forms before it; only a quorum the lighthouse
+    does not answer at all, or a two-cell quorum whose peer does not ask for that long,
+    reaches it.
+    """
+    return timedelta(milliseconds=JOIN_TIMEOUT_MS + HEARTBEAT_TIMEOUT_MS) + timedelta(
+        seconds=collective_timeout_s
+    )
 
 
 def start_lighthouse() -> LighthouseServer:
@@ -99,7 +123,7 @@ class TorchftReplica:
             min_replica_size=1,
             use_async_quorum=False,  # heal before the forward: the cell trains its own shard
             timeout=timeout,
-            quorum_timeout=timedelta(milliseconds=JOIN_TIMEOUT_MS + HEARTBEAT_TIMEOUT_MS) + timeout,
+            quorum_timeout=quorum_deadline(timeout_s),
             rank=0,
             world_size=1,
             store_addr="127.0.0.1",
@@ -112,10 +136,14 @@ class TorchftReplica:
         ft = TorchftHooks.attach(manager, hooks, replica_id=str(cell))
         return cls(manager, ft, store)
 
-    def start_quorum(self) -> Quorum:
-        """Join the quorum of the next attempt; heal here if this cell is behind."""
+    def start_quorum(self, deadline: timedelta | None = None) -> Quorum:
+        """Join the quorum of the next attempt; heal here if this cell is behind.
+
+        ``deadline`` replaces the Manager's quorum deadline for this quorum only. A quorum
+        that fails (its deadline passed) raises here, and the Manager stays failed.
+        """
         self.ft.healed_from = None
-        self.manager.start_quorum()
+        self.manager.start_quorum(timeout=deadline)
         rank = self.manager.participating_rank()
         if rank is None:
             raise RuntimeError("torchft left this cell out of the quorum it joined")
