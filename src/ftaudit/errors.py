@@ -92,6 +92,11 @@ class DemoError(FtauditError):
     """The demo's training job failed in a way no fault of the schedule explains."""
 
 
+class EveryCellLost(DemoError):
+    """A demo job has no cell left: it exits, and ``ftaudit demo`` starts the next
+    incarnation from the newest checkpoint, as after the job's own death."""
+
+
 class DiscardVote(FtauditError):
     """A demo cell did not see every cell of its quorum vote to commit. Never raised: it is
     reported to torchft's ``Manager.report_error`` so that ``should_commit()`` refuses."""

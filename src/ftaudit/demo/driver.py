@@ -28,6 +28,7 @@ from ftaudit.demo.loader import DemoLoader
 from ftaudit.demo.schedule import DemoSchedule
 from ftaudit.demo.talk import say
 from ftaudit.demo.torchft_quorum import HEARTBEAT_TIMEOUT_MS, Quorum, start_lighthouse
+from ftaudit.errors import EveryCellLost
 from ftaudit.eventlog.events import (
     CellOutcome,
     CheckpointRef,
@@ -45,11 +46,6 @@ POLL_S = 0.1
 QUORUM_ROUNDS = 10
 """How many times the cells may ask for a quorum of all of them before the step
 gives up (one or two in practice: see :meth:`DemoDriver._form_quorum`)."""
-
-
-class EveryCellLost(RuntimeError):
-    """No cell of this incarnation is left: the job ends, and ``ftaudit demo`` starts the
-    next incarnation from the newest checkpoint, as after the job's own death."""
 
 
 def checkpoint_dir(run_dir: str, iteration: int) -> Path:

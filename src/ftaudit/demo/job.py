@@ -14,9 +14,10 @@ import sys
 import ray
 
 from ftaudit.demo.config import DemoConfig
-from ftaudit.demo.driver import DemoDriver, EveryCellLost
+from ftaudit.demo.driver import DemoDriver
 from ftaudit.demo.run import RESTART_EXIT, TALK_FD_ENV
 from ftaudit.demo.talk import say, speak_on
+from ftaudit.errors import EveryCellLost
 
 
 def main(argv: list[str] | None = None) -> int:
