@@ -51,7 +51,8 @@ def demo(
     faults: Annotated[
         str | None,
         typer.Option(
-            help='Fault schedule as JSON text or a file: {"faults": [...], "discards": [...]}.'
+            help="Fault schedule as JSON text or a file: "
+            '{"faults": [...], "discards": [...], "quorum_timeouts": [...]}.'
         ),
     ] = None,
     no_faults: Annotated[bool, typer.Option("--no-faults", help="Inject no fault.")] = False,
