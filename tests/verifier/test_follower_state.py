@@ -1,5 +1,6 @@
-"""What a follower keeps between polls costs what the new segments cost, and a window
-that outgrew one DuckDB thread gets the session a window of its size would get."""
+"""What a follower keeps between polls costs what the new segments cost, a window that
+outgrew one DuckDB thread gets the session a window of its size would get, and the rows
+of new segments are checked before they join the window."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import dataclasses
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 
+from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
+from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import synthesize
 from ftaudit.verifier import session as session_module
 from ftaudit.verifier.incremental import FooterCache, select
 from ftaudit.verifier.session import Session
+from tests.support.corrupt import FORGED_RUNS, forge_digest, load_segment
 from tests.support.synth_runs import LOOKBACK
 
 CONFIG = dataclasses.replace(LOOKBACK, steps=24, restarts=0, retries=0, flush_every=1)
@@ -78,3 +83,35 @@ def test_a_poll_looks_at_no_footer_before_its_window(run_dir: Path) -> None:
     again, _ = select(run_dir, 21, listing=rolled, cache=cache)
     want, _ = select(run_dir, 21, listing=rolled)  # a fresh cache
     assert [i.path for i in again.segments] == [i.path for i in want.segments]
+
+
+def test_a_new_segment_that_breaks_its_model_is_refused_before_it_joins(tmp_path: Path) -> None:
+    """A moved window checks the segments sealed since the last poll on their own (not
+    among the window's rows): a bad row is named and nothing of its segment is loaded."""
+    run = synthesize(tmp_path / "run", CONFIG).run_dir
+    listing = list_segments(run)
+    driver = next(w for w in listing.writers if w.startswith("driver."))
+    column = "witness_allocated.witness_ids"
+    files = listing.writers[driver]
+    bad = next(f.path for f in reversed(files) if column in load_segment(f.path)[0].column_names)
+    before = SegmentListing(
+        listing.run_dir, {**listing.writers, driver: tuple(f for f in files if f.path != bad)}, ()
+    )
+    scan, window = select(run, 20, listing=before)
+    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+    table, meta = load_segment(bad)
+    values = table.column(column).to_pylist()
+    row = next(i for i, v in enumerate(values) if v is not None)
+    values[row] = FORGED_RUNS["mismatched"]
+    field = table.schema.field(column)
+    i = table.schema.get_field_index(column)
+    forge_digest(bad, table.set_column(i, field, pa.array(values, field.type)), meta)
+    grown, grown_window = select(run, 20, listing=listing)
+    with Session.open(run, scan=scan, **parts) as session:
+        rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
+        with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*witness_ids"):
+            session.move(
+                grown, head_only=grown_window.head_only, witness_only=grown_window.witness_only
+            )
+        assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
+        assert session.move(scan, **parts)  # the staged rows are gone: it moves on

@@ -100,11 +100,21 @@ def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBat
     yield from _batches_of(pending, schema)
 
 
-def load_segments(con: duckdb.DuckDBPyConnection, scan: RunScan, table: str) -> pa.Schema:
+def load_segments(
+    con: duckdb.DuckDBPyConnection,
+    scan: RunScan,
+    table: str,
+    schema: pa.Schema | None = None,
+    *,
+    temp: bool = False,
+) -> pa.Schema:
     """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``;
-    returns the table's (unified) schema."""
-    schema = unified_schema(scan)
-    _stream(con, scan, schema, f"CREATE TABLE {ident(table)} AS SELECT * FROM {{source}}")
+    returns the table's schema: ``schema`` (every column of these segments must be one of
+    its, see :func:`fits`), by default the segments' unified one. A ``temp`` table holds
+    rows on their way to another table (:func:`append_segments` does without one)."""
+    schema = schema if schema is not None else unified_schema(scan)
+    kind = "TEMP TABLE" if temp else "TABLE"
+    _stream(con, scan, schema, f"CREATE {kind} {ident(table)} AS SELECT * FROM {{source}}")
     return schema
 
 

@@ -10,6 +10,7 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -255,15 +256,39 @@ class RunContext:
 
     @cached_property
     def committed(self) -> list[CommittedStep]:
-        rows = self.rows(
-            "SELECT step, attempt, incarnation, cells FROM committed_steps "
-            "ORDER BY step, incarnation, seq",
-            label="committed steps",
-        )
-        return [
-            CommittedStep(r["step"], r["attempt"], r["incarnation"], parse_cells(r["cells"]))
-            for r in rows
-        ]
+        """The committed steps in step order; a follower parses each step's cells once
+        (:attr:`FooterCache.parsed <ftaudit.verifier.incremental.FooterCache.parsed>`), and
+        asks DuckDB for those of the segments sealed since its last poll only."""
+        parsed = self.footers.parsed if self.footers is not None else None
+        if not parsed:  # nothing parsed before: the cells come with the steps
+            rows = self.rows(
+                "SELECT step, attempt, incarnation, cells, segment, seq FROM committed_steps "
+                "ORDER BY step, incarnation, seq",
+                label="committed steps",
+            )
+            for r in rows:
+                r["cells"] = parse_cells(r["cells"])
+                if parsed is not None:
+                    parsed.setdefault(Path(r["segment"]), {})[r["seq"]] = r["cells"]
+        else:
+            rows = self.rows(
+                "SELECT step, attempt, incarnation, segment, seq FROM committed_steps "
+                "ORDER BY step, incarnation, seq",
+                label="committed steps",
+            )
+            new = sorted(
+                {r["segment"] for r in rows if r["seq"] not in parsed.get(Path(r["segment"]), {})}
+            )
+            if new:
+                for r in self.rows(
+                    "SELECT segment, seq, cells FROM step_end WHERE list_contains($1, segment)",
+                    [new],
+                    label="committed steps: new cells",
+                ):
+                    parsed.setdefault(Path(r["segment"]), {})[r["seq"]] = parse_cells(r["cells"])
+            for r in rows:
+                r["cells"] = parsed[Path(r["segment"])][r["seq"]]
+        return [CommittedStep(r["step"], r["attempt"], r["incarnation"], r["cells"]) for r in rows]
 
     @cached_property
     def committed_keys(self) -> set[StepKey]:

@@ -127,6 +127,10 @@ class FooterCache:
     """Schemas shared by the cached footers, and the column checks already done."""
     declared: dict[str, _Declaring] = field(default_factory=dict)
     """Per writer, its segments that declare (:meth:`declaring`), as far as looked at."""
+    parsed: dict[Path, dict[int, Any]] = field(default_factory=dict)
+    """What the rules made of a sealed segment's rows, by path and sequence number (the
+    committed steps' cells: :attr:`~ftaudit.verifier.context.RunContext.committed`): a
+    follower's window holds a row for many polls, and it is parsed once."""
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
@@ -160,6 +164,7 @@ class FooterCache:
             self.allocations,
             self.buffer_sizes,
             self.digests,
+            self.parsed,
         )
 
     def declaring(self, files: Sequence[SegmentFile], upto: int) -> list[SegmentFile]:

@@ -26,11 +26,11 @@ from ftaudit.errors import (
     UnusableInputError,
 )
 from ftaudit.eventlog.connections import open_memory
-from ftaudit.eventlog.load import append_segments, fits
+from ftaudit.eventlog.load import fits, load_segments
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
-from ftaudit.eventlog.sql import string_list
+from ftaudit.eventlog.sql import ident, string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.result_rows import row_maker
@@ -173,25 +173,36 @@ class Session:
         if not fits(new, self.schema) or regrown or outgrown:
             return False
         check_types(new, self.registry)
+        narrowed = {p: k for p, k in partial.items() if p not in self._partial}
         try:
+            if new.segments:
+                self._stage(new, narrowed)
             gone = sorted(loaded - wanted)
             if gone:
                 self.con.execute(
                     f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(gone)}, filename)"
                 )
             if new.segments:
-                append_segments(self.con, new, SEGMENTS, self.schema)
-            _keep(self.con, {p: k for p, k in partial.items() if p not in self._partial})
-            if new.segments:
-                check_rows(self.con, self.registry, new.segments)
+                self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_INCOMING}")
+            _keep(self.con, narrowed)  # segments loaded whole before, now kept in part
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
         self._partial = partial
         self._types = None
         return True
+
+    def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> None:
+        """Load ``new``'s segments into :data:`_INCOMING` (of ``partial`` ones only the
+        kept types' rows) and check them there: checking them among the window's rows
+        cost a poll a scan of the whole window per event type."""
+        load_segments(self.con, new, _INCOMING, self.schema, temp=True)
+        _keep(self.con, partial, _INCOMING)
+        check_rows(self.con, self.registry, _INCOMING)
 
     @property
     def run_dir(self) -> Path:
@@ -270,6 +281,10 @@ class Session:
         self.close()
 
 
+_INCOMING = "_incoming"
+"""A moved session's new rows, checked before they join :data:`SEGMENTS`."""
+
+
 def _partial(
     head_only: Collection[str], witness_only: Collection[str]
 ) -> dict[str, tuple[str, ...]]:
@@ -278,14 +293,16 @@ def _partial(
     return kept
 
 
-def _keep(con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]]) -> None:
+def _keep(
+    con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]], table: str = SEGMENTS
+) -> None:
     """Of each segment in ``partial`` (path -> event types), keep only those types' rows."""
     by_types: dict[tuple[str, ...], list[str]] = {}
     for path, types in partial.items():
         by_types.setdefault(types, []).append(path)
     for types, paths in by_types.items():
         con.execute(
-            f"DELETE FROM {SEGMENTS} WHERE NOT list_contains({string_list(list(types))}, type) "
+            f"DELETE FROM {ident(table)} WHERE NOT list_contains({string_list(list(types))}, type) "
             f"AND list_contains({string_list(sorted(paths))}, filename)"
         )
 

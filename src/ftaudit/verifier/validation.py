@@ -22,7 +22,6 @@ object):
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from typing import Any, Literal, get_args, get_origin
 
 import duckdb
@@ -32,9 +31,8 @@ from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrow_schema import is_optional, strip_optional
 from ftaudit.eventlog.identity import Identity, Trainer
 from ftaudit.eventlog.intruns import IntRuns
-from ftaudit.eventlog.reader import SegmentInfo
 from ftaudit.eventlog.registry import EventRegistry, EventType
-from ftaudit.eventlog.sql import ident, literal, string_list
+from ftaudit.eventlog.sql import ident, literal
 from ftaudit.eventlog.views import SEGMENTS
 
 RING_IDS = frozenset(
@@ -193,25 +191,20 @@ def _checked(event_type: EventType, problems: list[tuple[str, str]]) -> str:
 
 
 def check_rows(
-    con: duckdb.DuckDBPyConnection,
-    registry: EventRegistry,
-    added: Sequence[SegmentInfo] | None = None,
+    con: duckdb.DuckDBPyConnection, registry: EventRegistry, table: str = SEGMENTS
 ) -> None:
-    """Raise :class:`CorruptSegmentError` for the first row that breaks its model.
+    """Raise :class:`CorruptSegmentError` for the first row of ``table`` that breaks its model.
 
     One query checks every event type that has rows (one per type cost each its
     planning, and so does a type without rows: a small run has rows of about half of
-    them). ``added`` limits the check to the rows of those segments: the ones just added
-    to a table whose other rows were checked before.
+    them). ``table`` other than the run's (:data:`SEGMENTS`) holds rows about to join it
+    (a follower's new segments, checked before they join: the check then reads only
+    them); the ring sizes the rows are checked against are the run's and theirs.
     """
-    where = ""
-    if added is not None:
-        paths = sorted(str(info.path) for info in added)
-        where = f" AND list_contains({string_list(paths)}, s.filename)"
+    source = ident(table)
     # the rows' own types, not the footers' lists: a forged footer may leave one out
-    found_types = con.execute(f"SELECT DISTINCT type FROM {SEGMENTS} s WHERE true{where}")
-    types = {name for (name,) in found_types.fetchall()}
-    present = {row[0] for row in con.execute(f"DESCRIBE {SEGMENTS}").fetchall()}
+    types = {name for (name,) in con.execute(f"SELECT DISTINCT type FROM {source}").fetchall()}
+    present = {row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()}
     buffer_size = "run_started.buffer_size"
     ring = ident(buffer_size) if buffer_size in present else "CAST(NULL AS BIGINT)"
     orders, parts = [], []
@@ -224,17 +217,18 @@ def check_rows(
             parts.append(_checked(event_type, problems))
     if not parts:
         return
+    starts = f"SELECT incarnation, {ring} AS size FROM {SEGMENTS} WHERE type = 'run_started'"
+    if table != SEGMENTS:
+        starts += f" UNION ALL SELECT incarnation, {ring} FROM {source} WHERE type = 'run_started'"
     # one scan, each row judged by its own type's conditions (one subquery per type cost
     # each its planning)
     found = con.execute(
         f"""WITH rings AS (
-                SELECT incarnation, max({ring}) AS _ring
-                FROM {SEGMENTS} WHERE type = 'run_started' GROUP BY incarnation),
+                SELECT incarnation, max(size) AS _ring FROM ({starts}) GROUP BY incarnation),
             checked AS (
                 SELECT CASE s.type {" ".join(orders)} END AS _order, s.type, s.filename,
                        s.seq, CASE s.type {" ".join(parts)} END AS why
-                FROM {SEGMENTS} s LEFT JOIN rings USING (incarnation)
-                WHERE true{where})
+                FROM {source} s LEFT JOIN rings USING (incarnation))
             SELECT type, filename, seq, why FROM checked WHERE why IS NOT NULL
             ORDER BY _order, filename, seq LIMIT 1"""
     ).fetchone()

@@ -81,7 +81,8 @@ class AllocatorReplay(Rule):
                 out += self._resume(ctx, inc, allocs, earlier, highest, B)
             counter = allocs[0].start if allocs[0].start >= 0 else 0
             for a in allocs:
-                out += self._replay(a, counter, B)
+                if a.step >= ctx.since:  # incremental: earlier steps were judged before
+                    out += self._replay(a, counter, B)
                 counter = a.counter_after
             out += self._budget(ctx, inc, allocs, clears, B)
             highest = max(highest, max(a.counter_after for a in allocs))
