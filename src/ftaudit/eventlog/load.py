@@ -13,11 +13,10 @@ from collections.abc import Iterator
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
-from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, unreadable
+from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, open_parquet, unreadable
 from ftaudit.eventlog.sql import ident
 
 FILENAME = "filename"
@@ -45,8 +44,11 @@ def read_segment(info: SegmentInfo) -> pa.Table:
     """One segment's rows, read from the file opened by its exact path."""
     try:
         with open(info.path, "rb") as f:
-            # one small file: handing each column to the thread pool costs more than it saves
-            return pq.ParquetFile(f).read(use_threads=False)
+            data = f.read()
+        # decoded from its bytes: through a Python file object each page read calls back
+        # into Python; one small file: handing each column to the thread pool costs more
+        # than it saves
+        return open_parquet(data).read_all(use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
 
