@@ -59,13 +59,21 @@ allocation of the same attempt: a sample with no loss tokens (summed over the ra
 hold its tokens), or one with all-zero advantage under a declared pure advantage loss.
 Excused only while that allocation is the id's most recent one."""
 
-INSTANCES = """
-    SELECT DISTINCT incarnation, step, cell, instance FROM witness_snapshot"""
-"""Which witness instances each cell snapshotted, per incarnation and step."""
-
 HEALS = """
     SELECT DISTINCT incarnation, step, unnest(healed_cells) AS cell FROM cell_reconfigured"""
 """When a cell was replaced by a healed process (whose layout may differ)."""
+
+INSTANCES = f"""
+    WITH heals AS ({HEALS}),
+    seen AS (SELECT DISTINCT incarnation, step, cell, instance FROM witness_snapshot)
+    SELECT DISTINCT incarnation, cell, instance, generation FROM (
+        SELECT s.incarnation, s.cell, s.instance, count(h.step) AS generation
+        FROM seen s LEFT JOIN heals h
+          ON h.incarnation = s.incarnation AND h.cell = s.cell AND h.step <= s.step
+        GROUP BY s.incarnation, s.step, s.cell, s.instance)"""
+"""Which witness instances each cell snapshotted, per incarnation and generation of the
+cell (how many heals of it came at or before the step): one row per instance and
+generation, not per step (352,000 rows at 10,000 steps x 16 cells, a fifth of FT004)."""
 
 
 @dataclass(frozen=True)
@@ -139,13 +147,12 @@ class InstanceLayouts:
         self.sets: dict[tuple[int, int, int], set[str]] = defaultdict(set)
         """(incarnation, cell or -1 for the shared first generation, generation) -> instances"""
         for r in ctx.rows(INSTANCES, label="witness instances"):
-            self.sets[self._slot(r["incarnation"], r["cell"], r["step"])].add(r["instance"])
-
-    def _generation(self, incarnation: int, cell: int, step: int) -> int:
-        return bisect_right(self.heals.get((incarnation, cell), []), step)
+            gen = r["generation"]
+            self.sets[(r["incarnation"], -1 if gen == 0 else r["cell"], gen)].add(r["instance"])
 
     def _slot(self, incarnation: int, cell: int, step: int) -> tuple[int, int, int]:
-        gen = self._generation(incarnation, cell, step)
+        heals = self.heals.get((incarnation, cell))
+        gen = bisect_right(heals, step) if heals else 0
         return (incarnation, -1 if gen == 0 else cell, gen)
 
     def expected(self, incarnation: int, cell: int, step: int) -> set[str]:

@@ -39,6 +39,8 @@ class Spans:
         """Normalise arbitrary (possibly overlapping, unsorted, empty) spans."""
         s = np.asarray(starts, dtype=_I64).ravel()
         e = np.asarray(ends, dtype=_I64).ravel()
+        if s.size == 1 and e.size == 1:  # one span (most allocations): nothing to merge
+            return cls(s.copy(), e.copy()) if e[0] > s[0] else cls.empty()
         keep = e > s
         s, e = s[keep], e[keep]
         if s.size == 0:
@@ -112,13 +114,27 @@ class Spans:
         mask = keep(self.contains(left), other.contains(left))
         return Spans.of(left[mask], right[mask])
 
+    # The shortcuts below give what _combine gives (both sides are canonical), without its
+    # numpy passes: set algebra on a few spans is mostly call overhead, and the witness
+    # rules do it per committed step and cell, where the sides are usually equal or one
+    # of them empty.
     def __or__(self, other: Spans) -> Spans:
+        if not other:
+            return self
+        if not self:
+            return other
         return self._combine(other, np.logical_or)
 
     def __and__(self, other: Spans) -> Spans:
+        if not self or not other:
+            return Spans.empty()
         return self._combine(other, np.logical_and)
 
     def __sub__(self, other: Spans) -> Spans:
+        if not self or not other:
+            return self
+        if self == other:
+            return Spans.empty()
         return self._combine(other, lambda a, b: a & ~b)
 
     def clip(self, lo: int, hi: int) -> Spans:

@@ -144,8 +144,8 @@ class WitnessExactlyOnce(Rule):
                 present[cell].add(instance)
         out = []
         for cell in sorted(normal):
-            where = Location(step.step, step.attempt, step.incarnation, cell=cell)
             if not present[cell]:
+                where = Location(step.step, step.attempt, step.incarnation, cell=cell)
                 out.append(
                     self.violation(
                         f"cell {cell} was normal in step {step.step} (attempt {step.attempt}) "
