@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,9 +54,15 @@ def parse_cells(value: Any) -> dict[int, CellResult]:
     """A ``cells`` map column (a list of key/value pairs from Arrow) as a dict."""
     items = value.items() if isinstance(value, dict) else (value or [])
     return {
-        int(k): CellResult(bool(v.get("errored")), tuple(_outcome(r) for r in v.get("ranks") or ()))
-        for k, v in items
+        int(k): _cell_result(bool(v.get("errored")), tuple(v.get("ranks") or ())) for k, v in items
     }
+
+
+@lru_cache(maxsize=4096)
+def _cell_result(errored: bool, ranks: tuple[str, ...]) -> CellResult:
+    """One logged cell outcome, parsed once per distinct value: a run's cells log few
+    (160,000 cell outcomes at 10,000 steps x 16 cells, nearly all ``normal``)."""
+    return CellResult(errored, tuple(_outcome(r) for r in ranks))
 
 
 _OUTCOMES: dict[str, RankOutcome] = {o.value: o for o in RankOutcome}

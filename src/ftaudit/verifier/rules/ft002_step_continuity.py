@@ -86,9 +86,9 @@ class StepContinuity(Rule):
     def _policy(self, ctx: RunContext) -> list[Violation]:
         out = []
         for s in ctx.committed:
-            where = Location(step=s.step, attempt=s.attempt, incarnation=s.incarnation)
             discarded = sorted(c for c, r in s.cells.items() if r.discarded)
             if not s.cells or all(r.errored for r in s.cells.values()):
+                where = Location(step=s.step, attempt=s.attempt, incarnation=s.incarnation)
                 out.append(
                     self.violation(
                         f"step {s.step} accepted attempt {s.attempt} although every cell "
