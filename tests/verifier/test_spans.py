@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftaudit.eventlog import IntRuns
+from ftaudit.verifier import spans
 from ftaudit.verifier.spans import Spans, multiply_covered
 
 id_sets = st.sets(st.integers(min_value=0, max_value=60), max_size=40)
@@ -25,6 +26,25 @@ def test_algebra_matches_python_sets(a: set[int], b: set[int]) -> None:
     assert _set(x - y) == a - b
     assert len(x) == len(a)
     assert (x == y) == (a == b)
+
+
+few_spans = st.sets(st.integers(min_value=0, max_value=14), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(few_spans, few_spans)
+def test_few_spans_combine_as_numpy_does(a: set[int], b: set[int]) -> None:
+    """The Python path for few spans gives the numpy path's canonical arrays, exactly."""
+    x, y = Spans.from_ids(sorted(a)), Spans.from_ids(sorted(b))
+    for op in (Spans.__or__, Spans.__and__, Spans.__sub__):
+        small = op(x, y)
+        saved, spans.SMALL = spans.SMALL, -1
+        try:
+            large = op(x, y)
+        finally:
+            spans.SMALL = saved
+        assert small == large
+        assert small.starts.dtype == large.starts.dtype == np.int64
 
 
 @settings(max_examples=100, deadline=None)

@@ -8,8 +8,10 @@ spans), not O(ids). Only ids that end up in a report are expanded, and only a fe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +109,8 @@ class Spans:
         return out
 
     def _combine(self, other: Spans, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Spans:
+        if self.starts.size + other.starts.size <= SMALL:
+            return _combine_small(self, other, keep)
         bounds = unique_sorted(np.concatenate((self.starts, self.ends, other.starts, other.ends)))
         if bounds.size < 2:
             return Spans.empty()
@@ -123,19 +127,19 @@ class Spans:
             return self
         if not self:
             return other
-        return self._combine(other, np.logical_or)
+        return self._combine(other, _either)
 
     def __and__(self, other: Spans) -> Spans:
         if not self or not other:
             return Spans.empty()
-        return self._combine(other, np.logical_and)
+        return self._combine(other, _both)
 
     def __sub__(self, other: Spans) -> Spans:
         if not self or not other:
             return self
         if self == other:
             return Spans.empty()
-        return self._combine(other, lambda a, b: a & ~b)
+        return self._combine(other, _first_only)
 
     def clip(self, lo: int, hi: int) -> Spans:
         """The members in ``[lo, hi)``."""
@@ -165,6 +169,47 @@ class Spans:
         if self.starts.size > limit:
             parts.append(f"... ({self.starts.size - limit} more spans)")
         return "[" + ", ".join(parts) + "]"
+
+
+def _either(a: Any, b: Any) -> Any:
+    return a | b
+
+
+def _both(a: Any, b: Any) -> Any:
+    return a & b
+
+
+def _first_only(a: Any, b: Any) -> Any:
+    return a & ~b if isinstance(a, np.ndarray) else a and not b
+
+
+SMALL = 8
+"""Set algebra on at most this many spans in all is done on Python ints: numpy's per-call
+cost is most of the work at that size (the witness rules combine a few spans per
+committed step and cell)."""
+
+
+def _combine_small(a: Spans, b: Spans, keep: Callable[[Any, Any], Any]) -> Spans:
+    """What :meth:`Spans._combine` gives, for few spans: over the elementary intervals
+    between all boundaries, keep those ``keep`` says, merging touching ones."""
+    a_pairs = list(zip(a.starts.tolist(), a.ends.tolist(), strict=True))
+    b_pairs = list(zip(b.starts.tolist(), b.ends.tolist(), strict=True))
+    bounds = sorted({x for pair in a_pairs + b_pairs for x in pair})
+    starts: list[int] = []
+    ends: list[int] = []
+    for left, right in itertools.pairwise(bounds):
+        in_a = any(s <= left < e for s, e in a_pairs)
+        in_b = any(s <= left < e for s, e in b_pairs)
+        if not keep(in_a, in_b):
+            continue
+        if ends and ends[-1] == left:
+            ends[-1] = right
+        else:
+            starts.append(left)
+            ends.append(right)
+    if not starts:
+        return Spans.empty()
+    return Spans(np.array(starts, dtype=_I64), np.array(ends, dtype=_I64))
 
 
 def union_all(spans: Iterable[Spans]) -> Spans:
