@@ -190,11 +190,8 @@ class EventWriter:
                 f"{event.type} needs a step and an attempt: set them on the event "
                 "or log it inside ftaudit.step_context(step, attempt)"
             )
-        if self._closed or self._forked:
-            self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
+        if (self._closed or self._forked or self._error is not None) and self._refused():
             return -1
-        if self._error is not None:
-            self._raise_pending()
         now = time_ns()
         lock = self._lock
         lock.acquire()  # not `with`: its two method lookups are a fifth of this call
@@ -258,11 +255,8 @@ class EventWriter:
                 f"{model.model_fields['type'].default} needs a step and an attempt: pass them "
                 "or log it inside ftaudit.step_context(step, attempt)"
             )
-        if self._closed or self._forked:
-            self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
+        if (self._closed or self._forked or self._error is not None) and self._refused():
             return -1
-        if self._error is not None:
-            self._raise_pending()
         now = time_ns()
         lock = self._lock
         lock.acquire()
@@ -473,6 +467,16 @@ class EventWriter:
                     self.flush()
                 except WriterError as exc:
                     self._error = exc  # fail-closed: the next log raises it (flush retries)
+
+    def _refused(self) -> bool:
+        """The slow path of ``log``/``log_fields`` on a writer that cannot take the event:
+        True (the event dropped and counted) when it is closed or in a forked child; a
+        flush error still pending is raised."""
+        if self._closed or self._forked:
+            self._drop(1, "writer is closed" if self._closed else "writer used in a forked child")
+            return True
+        self._raise_pending()
+        return False
 
     def _raise_pending(self) -> None:
         error, self._error = self._error, None
