@@ -43,6 +43,15 @@ def _report(run_dir: Path) -> tuple[int, dict[str, object]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def _heals(run_dir: Path) -> list[tuple[int, int, int]]:
+    """(step, cell, source) of every heal the run's weight checksums record, by step."""
+    with ftaudit.connect(run_dir) as con:
+        return con.sql(
+            """SELECT step, cell, heal_source FROM trainer_weight_checksum
+               WHERE "when" = 'after_heal' AND heal_source IS NOT NULL ORDER BY step"""
+        ).fetchall()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_demo_with_every_default_fault_verifies(tmp_path: Path, seed: int) -> None:
     """Every default fault happens on torchft's Managers (the quorums through the driver's
@@ -59,11 +68,8 @@ def test_the_demo_with_every_default_fault_verifies(tmp_path: Path, seed: int) -
         assert f"healed cell(s) [{healed}] from cell {source}" in talk, talk
     code, report = _report(run_dir)
     assert code == 0, json.dumps(report, indent=1)
+    heals = _heals(run_dir)
     with ftaudit.connect(run_dir) as con:
-        heals = con.sql(
-            """SELECT step, cell, heal_source FROM trainer_weight_checksum
-               WHERE "when" = 'after_heal' AND heal_source IS NOT NULL ORDER BY step"""
-        ).fetchall()
         records = con.sql(
             "SELECT count(*) FROM torchft_quorum UNION ALL SELECT count(*) FROM torchft_commit"
         ).fetchall()
@@ -93,11 +99,7 @@ def test_lost_cells_are_replaced_and_a_job_without_cells_restarts(tmp_path: Path
     assert "[incarnation 1] resumed from checkpoint 2" in talk, talk
     code, report = _report(run_dir)
     assert code == 0, json.dumps(report, indent=1)
-    with ftaudit.connect(run_dir) as con:
-        heals = con.sql(
-            """SELECT step, cell, heal_source FROM trainer_weight_checksum
-               WHERE "when" = 'after_heal' AND heal_source IS NOT NULL ORDER BY step"""
-        ).fetchall()
+    heals = _heals(run_dir)
     assert heals == [(2, 0, 1)], heals  # the replacement, through the Manager's heal
 
 
