@@ -113,20 +113,12 @@ def load_segments(
     """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``;
     returns the table's schema: ``schema`` (every column of these segments must be one of
     its, see :func:`fits`), by default the segments' unified one. A ``temp`` table holds
-    rows on their way to another table (:func:`append_segments` does without one)."""
+    rows on their way to another table (a follower's new segments, checked before they
+    join the run's)."""
     schema = schema if schema is not None else unified_schema(scan)
     kind = "TEMP TABLE" if temp else "TABLE"
     _stream(con, scan, schema, f"CREATE {kind} {ident(table)} AS SELECT * FROM {{source}}")
     return schema
-
-
-def append_segments(
-    con: duckdb.DuckDBPyConnection, scan: RunScan, table: str, schema: pa.Schema
-) -> None:
-    """Add the rows of ``scan``'s segments to ``table``, made by :func:`load_segments` with
-    ``schema``; every column of these segments must be one of ``schema``'s (see
-    :func:`fits`)."""
-    _stream(con, scan, schema, f"INSERT INTO {ident(table)} SELECT * FROM {{source}}")
 
 
 def fits(scan: RunScan, schema: pa.Schema) -> bool:
@@ -167,7 +159,6 @@ def _stream(
 
 __all__ = [
     "FILENAME",
-    "append_segments",
     "conformed_batches",
     "fits",
     "load_segments",
