@@ -28,7 +28,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ftaudit.synth": CORE,
     "ftaudit.cli.synth_cmd": CORE,
     "ftaudit.cli.app": (*CORE, "ftaudit.verifier", "rich"),
-    "ftaudit.cli.verify_cmd": (*CORE, "ftaudit.verifier", "rich"),
+    "ftaudit.cli.verify_cmd": (*CORE, "ftaudit.verifier", "rich", "typer"),
     "ftaudit.trainer_hooks": (*FRAMEWORKS, "ftaudit.verifier", "duckdb"),
 }
 """Entry point -> packages (and their submodules) importing it must not load."""

@@ -20,7 +20,7 @@ from ftaudit.cli import (
     show_cmd,
     sql_cmd,
     synth_cmd,
-    verify_cmd,
+    verify_app,
 )
 from ftaudit.cli.terminal import run_app, version_option
 
@@ -43,7 +43,7 @@ def _root(
 
 
 # One line per command (later: demo, show, report, compact, synth, compare).
-app.command("verify")(verify_cmd.verify)
+app.command("verify")(verify_app.verify)
 app.command("sql")(sql_cmd.sql)
 app.command("seal")(seal_cmd.seal)
 app.command("compact")(compact_cmd.compact)

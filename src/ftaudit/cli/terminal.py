@@ -13,11 +13,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, NoReturn, TypeVar
-
-import typer
+from typing import IO, TYPE_CHECKING, NoReturn, TypeVar
 
 from ftaudit.cli import exit_codes
+
+if TYPE_CHECKING:
+    import typer
 
 T = TypeVar("T")
 
@@ -46,6 +47,8 @@ def say(message: str) -> None:
 
 def abort(message: str, code: int) -> NoReturn:
     """Print ``error: MESSAGE`` as one line on stderr and exit with ``code``."""
+    import typer
+
     from ftaudit.cli.interrupts import first_report
 
     if code == exit_codes.INTERRUPTED and not first_report():
@@ -67,11 +70,11 @@ def guarded(action: Callable[[], T], *, ftaudit_code: int = exit_codes.UNUSABLE)
 
     try:
         return action()
-    except typer.Exit:
-        raise
     except KeyboardInterrupt:
         message, code = "interrupted", exit_codes.INTERRUPTED
     except Exception as exc:
+        if typer_exit_code(exc) is not None:
+            raise
         if interrupted():
             message, code = "interrupted", exit_codes.INTERRUPTED
         elif isinstance(exc, FtauditError):
@@ -90,27 +93,45 @@ def internal_error(exc: BaseException) -> str:
     )
 
 
+def typer_exit_code(exc: BaseException) -> int | None:
+    """The exit code ``exc`` carries if it is a ``typer.Exit``, else ``None``.
+
+    Looked up without importing typer (``ft-verify``'s lean path never loads it): while
+    typer is not loaded, nothing can have raised its ``Exit``.
+    """
+    loaded = sys.modules.get("typer")
+    return exc.exit_code if loaded is not None and isinstance(exc, loaded.Exit) else None
+
+
 def version_option(value: bool) -> None:
     """``--version``: print the version and exit (an eager option of every entry point)."""
     if value:
+        import typer
+
         from ftaudit import __version__
 
         print(f"ftaudit {__version__}")
         raise typer.Exit(exit_codes.OK)
 
 
-def run_app(app: typer.Typer, prog_name: str) -> None:
-    """Run a typer app as a script: the last net under every command.
+def run_app(app: typer.Typer, prog_name: str) -> NoReturn:
+    """Run a typer app as a script (:func:`run_script`)."""
+    run_script(lambda: app(prog_name=prog_name))
 
-    Typer turns ``typer.Exit`` into ``SystemExit`` (not an ``Exception``), so exit codes
-    pass through; any other exception escaping a command (an import error in a broken
-    install, a bug) becomes one line on stderr and exit code 2, never a traceback.
+
+def run_script(command: Callable[[], object]) -> NoReturn:
+    """Run ``command`` as a script: the last net under every command.
+
+    ``command`` ends in ``SystemExit`` (typer turns ``typer.Exit`` into it, not an
+    ``Exception``), so exit codes pass through; any other exception escaping a command
+    (an import error in a broken install, a bug) becomes one line on stderr and exit
+    code 2, never a traceback.
     """
     from ftaudit.cli.interrupts import MESSAGE, ctrl_c_stops_duckdb, first_report, interrupted
 
     with ctrl_c_stops_duckdb():
         try:
-            app(prog_name=prog_name)
+            command()
         except SystemExit:
             if not interrupted():
                 raise
