@@ -12,7 +12,7 @@ import pytest
 
 from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
-from ftaudit.synth.bugs import BUGS
+from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
 from ftaudit.verifier import Report, Violation, verify
 from ftaudit.verifier.anchors import NO_ANCHORS
 from ftaudit.verifier.engine import check_session, select_rules
@@ -134,16 +134,24 @@ def _loaded(session: Session) -> list[dict]:
     return session.rows(f"SELECT * FROM {SEGMENTS} ORDER BY filename, seq")
 
 
-def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bug", "bug_step"),
+    [("missing_sample", 14), ("stepped_twice", 14), ("scheduler_not_restored", 0)],
+)
+def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
+    tmp_path: Path, bug: str, bug_step: int
+) -> None:
     """One session moved along the run (segments that left the window dropped, only the
     new ones read) holds the rows of a fresh load of the same window and gets the same
-    report, forwards and back (a resume moves the first step to judge back)."""
-    config = dataclasses.replace(SMALL, bug="missing_sample", bug_step=14)
+    report, forwards and back (a resume moves the first step to judge back); with the
+    rules' states kept between the moves and fed only the new segments, as a follower's."""
+    config = dataclasses.replace(SMALL, bug=bug, bug_step=bug_step)
     run_dir = synthesize(tmp_path / "run", config).run_dir
     rules = select_rules()
     cache = FooterCache()
     moved: Session | None = None
     opened = 0
+    found: set[str] = set()
     for since in [4, 10, 16, 9, 21]:
         scan, window = select(run_dir, since, cache=cache)
         parts = {"head_only": window.head_only, "witness_only": window.witness_only}
@@ -152,12 +160,14 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(tmp_path: Path) 
             opened += 1
         with Session.open(run_dir, scan=scan, **parts) as fresh:
             assert _loaded(moved) == _loaded(fresh), since
-            got = check_session(moved, rules, window, None, (), NO_ANCHORS)
+            got = check_session(moved, rules, window, None, (), NO_ANCHORS, cache)
             want = check_session(fresh, rules, window, None, (), NO_ANCHORS)
             assert _without_timings(got) == _without_timings(want), since
+            found |= {v.code for r in got.results for v in r.violations}
     assert moved is not None
     moved.close()
     assert opened <= 4  # moved, not reloaded: new columns (a checkpoint's) or a head re-read
+    assert BUGS_BY_NAME[bug].rule in found
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ftaudit.verifier.session import Session
 if TYPE_CHECKING:
     from ftaudit.eventlog.reader import RunScan, SegmentInfo
     from ftaudit.verifier.incremental import FooterCache, IncrementalScope
+    from ftaudit.verifier.segment_state import SegmentFed
+
+Fed = TypeVar("Fed", bound="SegmentFed")
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -168,6 +171,16 @@ class RunContext:
         """Dataset manifest files kept outside the run (``ft-verify --data-manifest``)."""
         self.anchors = anchors
         """What the run is held to beyond its own log (``--require-finished``)."""
+
+    def kept(self, make: type[Fed]) -> Fed:
+        """The rule state ``make`` synced with the loaded rows: built afresh, or, for a
+        follower of a live run, the one kept since its last poll, fed only the new segments."""
+        kept = self.footers.states if self.footers is not None else {}
+        state = kept.get(make)
+        if state is None:
+            state = kept[make] = make()
+        state.sync(self)
+        return state
 
     @property
     def since(self) -> int:

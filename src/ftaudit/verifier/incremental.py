@@ -131,6 +131,9 @@ class FooterCache:
     """What the rules made of a sealed segment's rows, by path and sequence number (the
     committed steps' cells: :attr:`~ftaudit.verifier.context.RunContext.committed`): a
     follower's window holds a row for many polls, and it is parsed once."""
+    states: dict[type, Any] = field(default_factory=dict)
+    """The rules' states kept between polls, by class
+    (:class:`~ftaudit.verifier.segment_state.SegmentFed`: each follows the window itself)."""
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a

@@ -247,6 +247,16 @@ class Session:
         self.timings.append(QueryTiming(label, time.perf_counter() - started, len(rows)))
         return rows
 
+    def segments_holding(self, event_type: str) -> frozenset[str]:
+        """The loaded segments (paths) whose ``event_type`` rows are loaded: those that
+        hold such rows, less the ones loaded in part without that type."""
+        return frozenset(
+            str(info.path)
+            for info in self.scan.segments
+            if event_type in info.meta.types
+            and event_type in self._partial.get(str(info.path), (event_type,))
+        )
+
     def holds(self, event_type: str) -> bool:
         """Whether any loaded row is an ``event_type`` event."""
         if self._types is None:
