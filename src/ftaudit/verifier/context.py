@@ -95,6 +95,26 @@ class CommittedStep:
         return sorted(c for c, r in self.cells.items() if r.all_normal)
 
 
+CHECKSUM_POINTS = """
+    SELECT "when", count(*) AS n, bool_or(step IS NULL OR step >= $1) AS judged,
+           bool_or(coalesce(checkpoint.iteration, step) >= $1) AS saved
+    FROM trainer_weight_checksum GROUP BY "when"
+"""
+"""Per checksum point: the rows, whether one is at no step or at a step under judgement,
+and whether one names (or, saved, is at) a checkpoint iteration under judgement."""
+
+
+@dataclass(frozen=True)
+class ChecksumPoint:
+    """The loaded checksums of one point (``when``): :attr:`RunContext.checksum_points`."""
+
+    count: int
+    judged: bool
+    """One is at no step or at a step under judgement."""
+    saved: bool
+    """One names a checkpoint iteration under judgement (``at_save``: its own step)."""
+
+
 @dataclass(frozen=True)
 class Incarnation:
     incarnation: int
@@ -277,6 +297,25 @@ class RunContext:
             if i.deterministic_order is not None
         ]
         return declared[-1] if declared else None
+
+    @cached_property
+    def checksum_points(self) -> dict[str, ChecksumPoint]:
+        """Per checksum point (``when``) of the loaded ``trainer_weight_checksum`` rows,
+        how many there are and whether one is under judgement: a rule skips a comparison
+        none of whose findings would be reported (a query costs a follower's poll
+        milliseconds however few rows it finds)."""
+        rows = self.rows(
+            CHECKSUM_POINTS,
+            [self.since],
+            label="checksum points",
+            needs=["trainer_weight_checksum"],
+        )
+        return {r["when"]: ChecksumPoint(r["n"], bool(r["judged"]), bool(r["saved"])) for r in rows}
+
+    def checksums_judged(self, when: str) -> bool:
+        """Whether a ``when`` checksum is at a step under judgement (or at none)."""
+        point = self.checksum_points.get(when)
+        return point is not None and point.judged
 
     @cached_property
     def committed(self) -> list[CommittedStep]:

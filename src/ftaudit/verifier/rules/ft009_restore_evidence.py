@@ -150,6 +150,8 @@ class RestoreEvidence(Rule):
         return RuleOutcome(checked, tuple(out))
 
     def _unrestored(self, ctx: RunContext) -> list[Violation]:
+        if all(i.resumed_iteration is None for i in ctx.incarnations.values()):
+            return []  # no incarnation resumed: no rank has anything to restore
         rows = judged_rank_rows(
             ctx, UNRESTORED_RANKS, label="FT009 resumed ranks", at="first_step",
             in_window=False, loaded="writer",

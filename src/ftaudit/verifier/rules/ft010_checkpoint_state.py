@@ -65,9 +65,6 @@ SAVING_RANKS = """
     FROM events WHERE source_kind = 'trainer' AND incarnation = $1"""
 """The trainer rank indices of an incarnation, in any cell: the layout that saved."""
 
-CHECKED = """
-    SELECT count(*) AS n FROM _ft010_checksums WHERE "when" IN ('at_save', 'after_load')"""
-
 
 class CheckpointState(Rule):
     """A checkpoint holds the state of its iteration; every load of it is comparable to a save.
@@ -105,9 +102,19 @@ class CheckpointState(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
+        points = ctx.checksum_points
+        checked = sum(points[w].count for w in ("at_save", "after_load") if w in points)
+        # a save compares only where it names an iteration under judgement; a load's
+        # save may lie outside an incremental window (see _incomparable)
+        saves = "at_save" in points and points["at_save"].saved
+        loads = "after_load" in points and ctx.scope is None
+        if not (saves or loads):
+            return RuleOutcome(checked)
         ctx.session.query(CHECKSUMS, label="FT010 checksums")
-        checked = ctx.rows(CHECKED, label="FT010 checked")[0]["n"]
-        return RuleOutcome(checked, tuple(self._stale_saves(ctx) + self._incomparable(ctx)))
+        found = (self._stale_saves(ctx) if saves else []) + (
+            self._incomparable(ctx) if loads else []
+        )
+        return RuleOutcome(checked, tuple(found))
 
     def _stale_saves(self, ctx: RunContext) -> list[Violation]:
         rows = judged_rank_rows(ctx, SAVE_VS_STEP, label="FT010 saves", at="ckpt_iteration")

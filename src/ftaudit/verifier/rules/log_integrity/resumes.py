@@ -6,13 +6,11 @@ from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.rules.base import Rule
 
-RESUMES = """
-    SELECT i.incarnation, i.resumed_iteration, i.resumed_incarnation, i.starts,
-           c.iteration IS NOT NULL AS saved
-    FROM incarnations i
-    LEFT JOIN (SELECT DISTINCT iteration, incarnation FROM checkpoints WHERE complete) c
-      ON c.iteration = i.resumed_iteration AND c.incarnation = i.resumed_incarnation
-    ORDER BY i.incarnation"""
+SAVED = """
+    SELECT DISTINCT iteration, incarnation FROM checkpoints
+    WHERE complete AND list_contains($1, [iteration, incarnation])"""
+"""Which of the resume points ``$1`` (``[iteration, incarnation]`` pairs) were completely
+saved: asked only of the resumes under judgement (none in most of a follower's polls)."""
 
 UNSTARTED = """
     SELECT incarnation, min(writer) AS writer, count(*) AS events FROM events
@@ -24,21 +22,30 @@ def resume_problems(rule: Rule, ctx: RunContext) -> list[Violation]:
     """Duplicate starts, resume points that are not earlier or were never saved, and
     incarnations that wrote events without a start."""
     out = []
-    for r in ctx.rows(RESUMES, label="FT001 resumes"):
-        inc = r["incarnation"]
+    # incremental: an older resume was checked when it happened
+    judged = [
+        i
+        for i in ctx.incarnations.values()
+        if i.resumed_iteration is not None and ctx.new_incarnation(i.incarnation)
+    ]
+    points = [[i.resumed_iteration, i.resumed_incarnation] for i in judged]
+    found = ctx.rows(SAVED, [points], label="FT001 resumes") if points else []
+    saved = {(r["iteration"], r["incarnation"]) for r in found}
+    for i in ctx.incarnations.values():
+        inc = i.incarnation
         where = Location(incarnation=inc)
-        if r["starts"] > 1:
+        if i.starts > 1:
             out.append(
                 rule.violation(
-                    f"incarnation {inc} logged {r['starts']} starts",
+                    f"incarnation {inc} logged {i.starts} starts",
                     kind="duplicate_start",
                     location=where,
                 )
             )
-        if r["resumed_iteration"] is None or not ctx.new_incarnation(inc):
-            continue  # incremental: an older resume was checked when it happened
-        ref = f"checkpoint {r['resumed_iteration']} of incarnation {r['resumed_incarnation']}"
-        if r["resumed_incarnation"] >= inc:
+        if i not in judged:
+            continue
+        ref = f"checkpoint {i.resumed_iteration} of incarnation {i.resumed_incarnation}"
+        if i.resumed_incarnation >= inc:  # type: ignore[operator]
             out.append(
                 rule.violation(
                     f"incarnation {inc} claims to resume from {ref}, which is not earlier",
@@ -46,7 +53,7 @@ def resume_problems(rule: Rule, ctx: RunContext) -> list[Violation]:
                     location=where,
                 )
             )
-        elif not r["saved"]:
+        elif (i.resumed_iteration, i.resumed_incarnation) not in saved:
             out.append(
                 rule.violation(
                     f"incarnation {inc} resumed from {ref}, but the log never recorded that "
