@@ -14,7 +14,7 @@ duration a job would have (``--step-s``, 1 s by default). Sampling, not judging 
 step, keeps a 100,000-step shape to the cost of writing the run.
 
 Run: ``.venv/bin/python benchmarks/online_bench.py [--steps 10000 --at 100,1000,10000]
-[--out benchmarks/results]``; ``--plot-only`` redraws the PNG from the JSON (needs
+[--out benchmarks/results] [--work DIR]``; ``--plot-only`` redraws the PNG from the JSON (needs
 matplotlib: the ``bench`` extra).
 """
 
@@ -136,6 +136,9 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=6, help="polls at each sample point")
     parser.add_argument("--step-s", type=float, default=1.0, help="a training step's duration")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument(
+        "--work", type=Path, default=None, help="where the run is written (a temporary folder)"
+    )
     parser.add_argument("--plot-only", action="store_true")
     args = parser.parse_args()
     if args.plot_only:
@@ -163,7 +166,9 @@ def main() -> None:
         parser.error("the last sample point needs --every x (--polls + 1) steps after it")
     load_before = os.getloadavg()
     wall = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         polls, writer_cpu = run(config, at, args.every, args.polls, Path(tmp))
     wall = time.perf_counter() - wall
     points = summarize(polls, args.step_s)
