@@ -1,13 +1,23 @@
-"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions, and
-``unique_sorted`` with ``np.unique``."""
+"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions,
+``unique_sorted`` with ``np.unique``, and a column converted once per run of repeats with
+the same column converted value by value."""
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from ftaudit.eventlog.arrays import constant_strings, int64_numpy, unique_sorted
+from ftaudit.eventlog import IntRuns
+from ftaudit.eventlog.arrays import (
+    consecutive_repeats,
+    constant_strings,
+    int64_numpy,
+    unique_sorted,
+)
+from ftaudit.eventlog.arrow_schema import to_arrow
 
 
 @pytest.mark.parametrize(("value", "n"), [("abc", 5), ("", 3), ("x", 0), ("é", 2)])
@@ -35,3 +45,34 @@ def test_unique_sorted_is_np_unique(values: list[int]) -> None:
     arr = np.asarray(values, dtype=np.int64)
     found = unique_sorted(arr)
     assert found.dtype == np.int64 and found.tolist() == np.unique(arr).tolist()
+
+
+def test_consecutive_repeats_are_runs_of_one_object() -> None:
+    a, b = [1, 2], [1, 2]  # equal, not the same: two runs
+    heads, index = consecutive_repeats([a, a, b, b, b, None, None, a])  # type: ignore[misc]
+    assert [id(h) for h in heads] == [id(a), id(b), id(None), id(a)]
+    assert index.tolist() == [0, 0, 1, 1, 1, 2, 2, 3]
+    assert consecutive_repeats([a, b, a, b, a, b, a, a]) is None  # 1 of 8 repeats: not worth it
+    assert consecutive_repeats([a, a, a]) is None  # too few to pay
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_repeated_composites_convert_as_copies_do(shared: bool) -> None:
+    """A column of id-run sets, maps and Nones, many repeated in a row, gives the array
+    its distinct copies give (the path without repeats)."""
+    runs = [IntRuns.arc(0, 3, 8), IntRuns.arc(6, 4, 8), IntRuns()]
+    maps = [{"a": 1.0, "b": 2.5}, {}, {"c": -0.0}]
+    order = [0, 0, 0, 1, 1, 2, 2, 2, 0, 1, 1, 1]
+    for values, annotation in (
+        ([runs[i] if i < 2 else None for i in order], IntRuns | None),
+        ([maps[i] for i in order], dict[str, float]),
+        ([runs[i] for i in order], IntRuns),
+    ):
+        copies = [copy.deepcopy(v) for v in values]
+        column = values if shared else copies
+        assert (consecutive_repeats(column) is not None) == shared
+        assert to_arrow(column, annotation).equals(to_arrow(copies, annotation))
+        assert to_arrow(column, annotation).to_pylist() == [
+            None if v is None else (vars(v) if isinstance(v, IntRuns) else list(v.items()))
+            for v in values
+        ]

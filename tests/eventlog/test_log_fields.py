@@ -85,6 +85,35 @@ def test_every_type_is_stored_as_log_stores_it(tmp_path: Path):
     assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
 
 
+def test_the_hooks_shared_values_are_stored_as_distinct_ones(tmp_path: Path):
+    """As the hooks log a step: one stale set with every instance's snapshot, one step
+    context for all of it (the flush converts each once); stored as log() stores
+    distinct copies."""
+    logged = []
+    with _writer(tmp_path / "fields") as writer:
+        for step in range(6):
+            stale = IntRuns.arc(step, 2, 8)
+            with step_context(step, step % 2):
+                for cell, instance in ((0, "a"), (0, "b"), (1, "a"), (1, "b")):
+                    nonzero = IntRuns.arc(cell + step, 3, 8) if step % 3 else IntRuns()
+                    writer.log_fields(WitnessSnapshot, cell, instance, nonzero, stale)
+                    logged.append((step, step % 2, cell, instance, nonzero, stale))
+                writer.log_fields(Metric, {"loss": 1.0 / (step + 1)})
+                logged.append((step, step % 2, {"loss": 1.0 / (step + 1)}))
+    with _writer(tmp_path / "objects") as writer:
+        for step, attempt, *values in logged:
+            model = Metric if len(values) == 1 else WitnessSnapshot
+            names = [
+                name for name, _ in default_registry[model.model_fields["type"].default].fields
+            ]
+            copies = {
+                n: v.model_copy(deep=True) if isinstance(v, IntRuns) else v
+                for n, v in zip(names, values, strict=True)
+            }
+            writer.log(model(step=step, attempt=attempt, **copies))
+    assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
+
+
 def test_step_and_attempt_come_from_the_context_as_with_log(tmp_path: Path):
     runs = IntRuns.arc(0, 3, 8)
     with _writer(tmp_path) as writer, step_context(4, 1):

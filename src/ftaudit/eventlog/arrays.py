@@ -6,9 +6,13 @@ first use: half a second of CPU, paid by each ``ft-verify`` call that a gate mak
 every step. The readers use these helpers instead; they work on the buffers. And
 :func:`unique_sorted` stands in for ``np.unique``, which imports ``numpy.ma`` on first
 use (10 ms of every ``ft-verify``) and hashes integers before sorting them (slower).
+:func:`consecutive_repeats` lets the writer's flush convert an object logged in several
+rows in a row once.
 """
 
 from __future__ import annotations
+
+from operator import is_
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +57,22 @@ def int64_numpy(column: pa.Array | pa.ChunkedArray, *, null: int | None = None) 
     return np.concatenate(parts)
 
 
+def consecutive_repeats(values: list) -> tuple[list, np.ndarray] | None:
+    """``values`` as the first of each run of one object repeated in a row (the same object,
+    not an equal one) and the index of each value's run; None when fewer than a quarter of
+    them repeat the one before, so that converting each run once would not pay."""
+    n = len(values)
+    if n < 4:
+        return None
+    # identity tests in C: equality could call a model's Python-level __eq__
+    same = np.fromiter(map(is_, values[1:], values[:-1]), dtype=np.bool_, count=n - 1)
+    if int(same.sum()) * 4 < n:
+        return None
+    new = np.concatenate(([True], ~same))
+    heads = np.flatnonzero(new).tolist()
+    return list(map(values.__getitem__, heads)), np.cumsum(new) - 1
+
+
 def unique_sorted(values: np.ndarray) -> np.ndarray:
     """The distinct values of a 1-d integer array, ascending (what ``np.unique`` gives);
     ``values`` itself when it is strictly ascending already."""
@@ -62,4 +82,11 @@ def unique_sorted(values: np.ndarray) -> np.ndarray:
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
 
 
-__all__ = ["constant_strings", "int64_numpy", "int64_scalar", "string_scalar", "unique_sorted"]
+__all__ = [
+    "consecutive_repeats",
+    "constant_strings",
+    "int64_numpy",
+    "int64_scalar",
+    "string_scalar",
+    "unique_sorted",
+]

@@ -22,6 +22,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from ftaudit.errors import UnsupportedAnnotation
+from ftaudit.eventlog.arrays import consecutive_repeats
 
 _PRIMITIVES: dict[Any, pa.DataType] = {
     int: pa.int64(),
@@ -108,11 +109,25 @@ def _offsets(items: list[Any]) -> pa.Array:
 
 
 def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
-    """Convert a column of Python values of type ``annotation`` to an Arrow array."""
+    """Convert a column of Python values of type ``annotation`` to an Arrow array.
+
+    A composite value (an id-run set, a map) logged in several rows in a row, as the hooks
+    log one stale set with each witness instance's snapshot, is converted once and
+    repeated by Arrow (``take``).
+    """
     ann = strip_optional(annotation)
     typ = arrow_type(ann)
     if ann in _PRIMITIVES:
         return pa.array(values, type=typ)
+    repeats = consecutive_repeats(values)
+    if repeats is not None:
+        heads, index = repeats
+        return _composite(heads, ann, typ).take(pa.array(index))
+    return _composite(values, ann, typ)
+
+
+def _composite(values: list[Any], ann: Any, typ: pa.DataType) -> pa.Array:
+    """``to_arrow`` of values of a type that is not a primitive."""
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         return pa.array([None if v is None else v.value for v in values], type=typ)
     origin = get_origin(ann)

@@ -88,8 +88,9 @@ def _allocated(values: Values) -> Values | None:
         and type(witness_ids) is type(sample_indices) is type(stale) is IntRuns
     ):
         return None
-    # the model's alignment rule: both id lists hold num_ids values
-    if len(witness_ids) != num_ids or len(sample_indices) != num_ids:
+    # the model's alignment rule: both id lists hold num_ids values (IntRuns.__len__
+    # written out: the method call costs as much as the sum)
+    if sum(witness_ids.lengths) != num_ids or sum(sample_indices.lengths) != num_ids:
         return None
     return values
 

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.arrays import constant_strings, int64_numpy
+from ftaudit.eventlog.arrays import consecutive_repeats, constant_strings, int64_numpy
 from ftaudit.eventlog.arrow_schema import to_arrow
 from ftaudit.eventlog.atomic import write_bytes_atomically
 from ftaudit.eventlog.batch import Batch, Rows
@@ -295,13 +295,27 @@ def _rows_block(rows: Rows, fields: tuple[tuple[str, Any], ...]) -> _Block:
         to_arrow(list(column), annotation)
         for column, (_, annotation) in zip(zip(*rows.values, strict=True), fields, strict=True)
     ]
+    step, attempt = _context_columns(rows.contexts)
     return _Block(
         np.array(rows.seqs, dtype=np.int64),
         np.array(rows.ts_ns, dtype=np.int64),
-        pa.array(list(map(attrgetter("step"), rows.contexts)), pa.int64()),
-        pa.array(list(map(attrgetter("attempt"), rows.contexts)), pa.int64()),
+        step,
+        attempt,
         payload,
     )
+
+
+def _context_columns(contexts: list[StepAttempt]) -> tuple[pa.Array, pa.Array]:
+    """The step and attempt columns of rows logged in ``contexts``: the events of one
+    step share one context object, read once."""
+    repeats = consecutive_repeats(contexts)
+    heads = contexts if repeats is None else repeats[0]
+    step = pa.array(list(map(attrgetter("step"), heads)), pa.int64())
+    attempt = pa.array(list(map(attrgetter("attempt"), heads)), pa.int64())
+    if repeats is None:
+        return step, attempt
+    index = pa.array(repeats[1])
+    return step.take(index), attempt.take(index)
 
 
 def _merged(blocks: list[_Block]) -> _Block:
