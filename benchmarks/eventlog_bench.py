@@ -368,15 +368,19 @@ def measure_costs(events: list[Event], fields: list[Fields], repeats: int) -> Co
 
 
 def rows_batch(fields: list[Fields], chunk: range) -> Batch:
-    """A flush of ``chunk``'s events as ``log_fields`` buffers them."""
+    """A flush of ``chunk``'s events as ``log_fields`` buffers them (events of one step
+    share one ``StepAttempt``, as the writer's reuse of the last one passed makes them)."""
     batch = Batch()
+    context = NO_CONTEXT
     for i in chunk:
         f = fields[i]
-        rows = batch.rows.setdefault(f.model, Rows())
-        rows.values.append(f.values)
+        if (context.step, context.attempt) != (f.step, f.attempt):
+            context = StepAttempt(f.step, f.attempt)
+        rows = batch.rows.setdefault(f.model, Rows(len(f.values)))
+        rows.values.extend(f.values)
         rows.seqs.append(i)
         rows.ts_ns.append(0)
-        rows.contexts.append(StepAttempt(f.step, f.attempt))
+        rows.contexts.append(context)
     return batch
 
 

@@ -3,6 +3,7 @@ refused the same way, in the same sequence."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pyarrow as pa
@@ -238,3 +239,19 @@ def test_a_failed_flush_keeps_both_kinds_of_rows_and_drops_the_oldest(tmp_path: 
     records = read_records(tmp_path)
     assert [r.envelope.seq for r in records] == [3, 4, 5, 6, 7]
     assert [r.event.values["i"] for r in records] == [3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def test_buffered_rows_give_the_garbage_collector_nothing_to_track(tmp_path: Path):
+    """A buffered row holds no container of its own: rows kept until the flush would be
+    promoted to the collector's oldest generation and set off full passes over the
+    training process's heap, on the training thread."""
+    nonzero, stale = IntRuns.arc(0, 3, 8), IntRuns.arc(4, 2, 8)
+    with _writer(tmp_path, flush_rows=10**6) as writer, step_context(0, 0):
+        writer.log_fields(WitnessSnapshot, 0, "w", nonzero, stale)  # the type's first row
+        gc.collect()
+        tracked = len(gc.get_objects())
+        for _ in range(1000):
+            writer.log_fields(WitnessSnapshot, 0, "w", nonzero, stale)
+        gc.collect()
+        assert len(gc.get_objects()) - tracked < 100
+    assert len(read_records(tmp_path)) == 1001

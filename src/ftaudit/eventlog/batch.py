@@ -2,7 +2,7 @@
 
 Two kinds of rows share one sequence: events logged as objects (``EventWriter.log``) and
 the hot events logged as field values (``EventWriter.log_fields``), kept per type as the
-tuple of values the caller passed. Either way ``log`` appends references and machine
+values the caller passed. Either way ``log`` appends references and machine
 integers only: every conversion waits for the flush (``segment.build_table``).
 """
 
@@ -23,18 +23,27 @@ from ftaudit.eventlog.events import Event
 class Rows:
     """One event type's rows logged as field values, in logging order.
 
-    ``values[k]`` holds the payload fields in declaration order, as checked by
-    :mod:`ftaudit.eventlog.hot`; ``contexts[k]`` the step and attempt it takes (the
-    caller's own, else its step context's).
+    ``values`` holds every row's ``width`` payload field values one row after another,
+    in declaration order, as checked by :mod:`ftaudit.eventlog.hot`; ``contexts[k]`` the
+    step and attempt row ``k`` takes (the caller's own, else its step context's). Flat,
+    not a tuple per row: a buffered row then holds no container of its own, so buffering
+    leaves the garbage collector nothing new to track (a tuple per row, alive until the
+    flush, was promoted to the oldest generation and set off its full passes over the
+    whole heap, on the training thread).
     """
 
-    values: list[tuple[Any, ...]] = field(default_factory=list)
+    width: int
+    values: list[Any] = field(default_factory=list)
     seqs: array = field(default_factory=lambda: array("q"))
     ts_ns: array = field(default_factory=lambda: array("q"))
     contexts: list[StepAttempt] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.seqs)
+
+    def column(self, k: int) -> list[Any]:
+        """Payload field ``k`` of every row."""
+        return self.values[k :: self.width]
 
     def extend(self, other: Rows) -> None:
         self.values += other.values
@@ -45,7 +54,8 @@ class Rows:
     def drop_before(self, seq: int) -> int:
         """Forget the rows below sequence number ``seq``; return how many."""
         count = bisect_left(self.seqs, seq)
-        del self.values[:count], self.seqs[:count], self.ts_ns[:count], self.contexts[:count]
+        del self.values[: count * self.width], self.seqs[:count], self.ts_ns[:count]
+        del self.contexts[:count]
         return count
 
 
@@ -89,7 +99,7 @@ class Batch:
         self.ts_ns += other.ts_ns
         self.contexts += other.contexts
         for model, rows in other.rows.items():
-            self.rows.setdefault(model, Rows()).extend(rows)
+            self.rows.setdefault(model, Rows(rows.width)).extend(rows)
 
     def drop_first(self, count: int, first: int) -> None:
         """Forget the ``count`` oldest events of a batch starting at ``first``."""

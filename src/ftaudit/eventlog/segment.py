@@ -289,12 +289,9 @@ def _object_blocks(
 
 
 def _rows_block(rows: Rows, fields: tuple[tuple[str, Any], ...]) -> _Block:
-    """The events logged as field values of one type: each field's values are one column
-    of the tuples (transposed in C), converted whole."""
-    payload = [
-        to_arrow(list(column), annotation)
-        for column, (_, annotation) in zip(zip(*rows.values, strict=True), fields, strict=True)
-    ]
+    """The events logged as field values of one type: each field's values (a slice of
+    the rows' values, taken in C) converted whole."""
+    payload = [to_arrow(rows.column(k), annotation) for k, (_, annotation) in enumerate(fields)]
     step, attempt = _context_columns(rows.contexts)
     return _Block(
         np.array(rows.seqs, dtype=np.int64),

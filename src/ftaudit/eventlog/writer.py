@@ -265,8 +265,8 @@ class EventWriter:
             self._next_seq = seq + 1
             rows = self._buffer.rows.get(model)
             if rows is None:
-                rows = self._buffer.rows[model] = Rows()
-            rows.values.append(kept)
+                rows = self._buffer.rows[model] = Rows(width)
+            rows.values.extend(kept)
             rows.seqs.append(seq)
             rows.ts_ns.append(now)
             rows.contexts.append(context)
