@@ -136,7 +136,12 @@ def _loaded(session: Session) -> list[dict]:
 
 @pytest.mark.parametrize(
     ("bug", "bug_step"),
-    [("missing_sample", 14), ("stepped_twice", 14), ("scheduler_not_restored", 0)],
+    [
+        ("missing_sample", 14),
+        ("stepped_twice", 14),
+        ("scheduler_not_restored", 0),
+        ("checksum_mismatch", 14),
+    ],
 )
 def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
     tmp_path: Path, bug: str, bug_step: int

@@ -192,6 +192,11 @@ class RunContext:
         self.anchors = anchors
         """What the run is held to beyond its own log (``--require-finished``)."""
 
+    @property
+    def following(self) -> bool:
+        """Whether this is a poll of a follower of a live run (its rule states are kept)."""
+        return self.footers is not None
+
     def kept(self, make: type[Fed]) -> Fed:
         """The rule state ``make`` synced with the loaded rows: built afresh, or, for a
         follower of a live run, the one kept since its last poll, fed only the new segments."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Collection
 from typing import Any, ClassVar
 
 from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG, tensor_of
@@ -9,6 +11,7 @@ from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.restore_layouts import LayoutChange, RestoreLayouts
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
+from ftaudit.verifier.segment_state import SegmentFed
 
 TRAINED = """
     SELECT writer, seq, step, type IN ('witness_snapshot', 'witness_gradient',
@@ -162,6 +165,69 @@ GROUPS = """
     SELECT count(*) AS n FROM (
         SELECT DISTINCT incarnation, step, attempt, "when", role, rank FROM _ft006_events)"""
 
+DIGESTS = """
+    SELECT incarnation, step, attempt, "when", coalesce(source_role, '') AS role, rank, segment,
+           sha256(to_json(hashes)) AS digest
+    FROM trainer_weight_checksum"""
+"""Each checksum's point, and a digest of its hashes: equal digests, equal hashes (the
+JSON of a map is its entries in order, each name and hash quoted)."""
+
+DIGESTS_OF = DIGESTS + " WHERE list_contains($1, segment)"
+"""The digests of some segments' checksums: those new to a follower's window."""
+
+_Point = tuple[int, int | None, int | None, str, str, int]
+"""(incarnation, step, attempt, when, role, rank): the checksums compared across cells."""
+
+
+class ChecksumDigests(SegmentFed):
+    """The digests of a follower's checksums, by point (see :class:`SegmentFed`).
+
+    Where every checksum of each point under judgement holds the very same hashes, no
+    comparison of the point can find a difference, and a follower's poll asks nothing
+    more of them: the cross-replica comparison (two queries over the window, most of
+    FT006's cost in a poll) runs only when some point holds two different ones.
+    """
+
+    event_type = "trainer_weight_checksum"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._digests: dict[_Point, Counter[str | None]] = {}
+        self._by_segment: dict[str, list[tuple[_Point, str | None]]] = {}
+
+    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
+        if segments is None:
+            rows = ctx.rows(DIGESTS, label="FT006 digests")
+        else:
+            rows = ctx.rows(DIGESTS_OF, [list(segments)], label="FT006 digests")
+        for r in rows:
+            point = (r["incarnation"], r["step"], r["attempt"], r["when"], r["role"], r["rank"])
+            self._digests.setdefault(point, Counter())[r["digest"]] += 1
+            self._by_segment.setdefault(r["segment"], []).append((point, r["digest"]))
+
+    def drop(self, segment: str) -> None:
+        for point, digest in self._by_segment.pop(segment, ()):
+            seen = self._digests[point]
+            seen[digest] -= 1
+            if not seen[digest]:
+                del seen[digest]
+            if not seen:
+                del self._digests[point]
+
+    @property
+    def points(self) -> int:
+        """How many points the checksums are at (:data:`GROUPS`)."""
+        return len(self._digests)
+
+    def all_alike(self, since: int) -> bool:
+        """Whether every point from step ``since`` on (or at no step) compared across
+        cells holds one digest only."""
+        return all(
+            len(seen) == 1
+            for (_, step, _, when, _, _), seen in self._digests.items()
+            if when != "after_heal" and (step is None or step >= since)
+        )
+
 
 class Checksums(Rule):
     """Replicas hold bitwise-equal state, and restores load exactly what was saved.
@@ -214,14 +280,25 @@ class Checksums(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
-        ctx.session.query(EVENTS, label="FT006 events")
-        checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
-        out = self._cross_replica(ctx)
         # a load or heal compares with what was saved or sent before it: none at a step
         # under judgement (the common poll of a follower), nothing to report
-        if ctx.checksums_judged("after_load"):
+        restores = ctx.checksums_judged("after_load")
+        heals = ctx.checksums_judged("after_heal")
+        if ctx.following:
+            digests = ctx.kept(ChecksumDigests)
+            checked = digests.points
+            cross = not digests.all_alike(ctx.since)
+            if not (cross or restores or heals):
+                return RuleOutcome(checked)
+            ctx.session.query(EVENTS, label="FT006 events")
+        else:
+            ctx.session.query(EVENTS, label="FT006 events")
+            checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
+            cross = True
+        out = self._cross_replica(ctx) if cross else []
+        if restores:
             out += self._restores(ctx)
-        if ctx.checksums_judged("after_heal"):
+        if heals:
             out += self._heals(ctx)
         return RuleOutcome(checked, tuple(out))
 
