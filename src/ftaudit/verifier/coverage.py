@@ -59,6 +59,9 @@ allocation of the same attempt: a sample with no loss tokens (summed over the ra
 hold its tokens), or one with all-zero advantage under a declared pure advantage loss.
 Excused only while that allocation is the id's most recent one."""
 
+EXCUSED_NEEDS = ("sample_advantage_summary", "witness_allocated")
+"""The event types every row of :data:`EXCUSED` is made from."""
+
 HEALS = """
     SELECT DISTINCT incarnation, step, unnest(healed_cells) AS cell FROM cell_reconfigured"""
 """When a cell was replaced by a healed process (whose layout may differ)."""
@@ -245,13 +248,17 @@ class CoverageModel:
         return resolve(cand, self.start[cand], self.end[cand], self.recency[cand], lo - self.B, lo)
 
     def _load_excused(self, ctx: RunContext) -> None:
+        self.exc_counts: dict[tuple[int, int], tuple[int, int]] = {}
+        if not all(ctx.session.holds(t) for t in EXCUSED_NEEDS):
+            # nothing can be excused: the query (planned in milliseconds) is not asked
+            self.exc_pos, self.exc_inc, self.exc_after = (np.empty(0, dtype=np.int64),) * 3
+            return
         table = ctx.session.query(EXCUSED, label="excused witness ids")
         inc = int64_numpy(table.column("incarnation"))
         after = int64_numpy(table.column("counter_after"))
         num = int64_numpy(table.column("num_ids"))
         ids = int64_numpy(table.column("id"))
         empty = int64_numpy(table.column("no_tokens"), null=0).astype(bool)
-        self.exc_counts: dict[tuple[int, int], tuple[int, int]] = {}
         for key_inc, key_after, is_empty in zip(
             inc.tolist(), after.tolist(), empty.tolist(), strict=True
         ):

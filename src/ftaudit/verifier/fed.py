@@ -212,6 +212,7 @@ def load_orders(ctx: RunContext) -> list[OrderDeclaration]:
         """SELECT incarnation, epoch, start, items, dataset_size, seed
            FROM data_order ORDER BY incarnation, writer, seq""",
         label="data orders",
+        needs=("data_order",),
     )
     return [
         OrderDeclaration(
@@ -231,6 +232,7 @@ def load_manifests(ctx: RunContext) -> list[ManifestDeclaration]:
         """SELECT incarnation, digest, dataset_size, algorithm, path
            FROM data_manifest ORDER BY incarnation, writer, seq""",
         label="data manifests",
+        needs=("data_manifest",),
     )
     return [
         ManifestDeclaration(
@@ -245,6 +247,7 @@ def load_loader_states(ctx: RunContext) -> list[LoaderStateRecord]:
         """SELECT incarnation, iteration, "when", position, epoch, seed
            FROM loader_state ORDER BY incarnation, writer, seq""",
         label="loader states",
+        needs=("loader_state",),
     )
     return [
         LoaderStateRecord(
