@@ -1,10 +1,12 @@
 """The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions,
-``unique_sorted`` with ``np.unique``, and a column converted once per run of repeats with
-the same column converted value by value."""
+``unique_sorted`` with ``np.unique``, ``in_sorted`` with ``np.isin``, and a column converted
+once per run of repeats with the same column converted value by value."""
 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +16,7 @@ from ftaudit.eventlog import IntRuns
 from ftaudit.eventlog.arrays import (
     consecutive_repeats,
     constant_strings,
+    in_sorted,
     int64_numpy,
     unique_sorted,
 )
@@ -76,3 +79,37 @@ def test_repeated_composites_convert_as_copies_do(shared: bool) -> None:
             None if v is None else (vars(v) if isinstance(v, IntRuns) else list(v.items()))
             for v in values
         ]
+
+
+@pytest.mark.parametrize(
+    ("values", "members"),
+    [
+        ([], []),
+        ([1, 2], []),
+        ([], [3]),
+        ([5, -1, 9, 5, 0], [-1, 5]),
+        ([10, 11, 12], [1, 2, 3]),
+        ([0, 1, 2, 3, 4], [4]),
+        ([7, 7, 8], [-9, 7, 8, 100]),
+    ],
+)
+def test_in_sorted_is_np_isin(values: list[int], members: list[int]) -> None:
+    arr, sorted_set = (np.asarray(v, dtype=np.int64) for v in (values, members))
+    found = in_sorted(arr, sorted_set)
+    assert found.dtype == bool and found.tolist() == np.isin(arr, sorted_set).tolist()
+
+
+def test_looking_items_up_in_a_manifest_imports_no_numpy_ma() -> None:
+    # FT008 does it on a failing run: numpy.ma is 10 ms of a gate's start-up
+    code = (
+        "import sys\n"
+        "from ftaudit.dataset.manifest import DatasetManifest\n"
+        "assert DatasetManifest.of([5, 3, 5]).items_with([5, 4, 5]) == {4: [], 5: [0, 2]}\n"
+        # np.isin sorts (np.unique: numpy.ma) when many fingerprints are looked up
+        "fps = [(i * 0x9E3779B97F4A7C15) % 2**63 for i in range(1000)]\n"
+        "found = DatasetManifest.of(fps).items_with(fps[:100] + [-1])\n"
+        "assert found == {**{f: [i] for i, f in enumerate(fps[:100])}, -1: []}\n"
+        "assert 'numpy.ma' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -26,7 +26,7 @@ from ftaudit.dataset.fingerprint import ALGORITHM
 from ftaudit.errors import (
     ManifestError,
 )
-from ftaudit.eventlog.arrays import int64_numpy, unique_sorted
+from ftaudit.eventlog.arrays import in_sorted, int64_numpy, unique_sorted
 from ftaudit.eventlog.atomic import atomic_path
 from ftaudit.eventlog.rundir import manifest_path
 
@@ -82,7 +82,7 @@ class DatasetManifest:
     def items_with(self, fingerprints: Iterable[int]) -> dict[int, list[int]]:
         """For each of ``fingerprints``: the items whose content has it (maybe none)."""
         wanted = unique_sorted(np.fromiter(fingerprints, dtype=np.int64))
-        hit = np.flatnonzero(np.isin(self.fingerprints, wanted))
+        hit = np.flatnonzero(in_sorted(self.fingerprints, wanted))
         out: dict[int, list[int]] = {int(f): [] for f in wanted}
         for item in hit.tolist():
             out[int(self.fingerprints[item])].append(item)
