@@ -20,14 +20,14 @@ from ftaudit.eventlog.events import RankOutcome
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.reader import digest_problem
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
+from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
     from ftaudit.eventlog.reader import RunScan, SegmentInfo
     from ftaudit.verifier.incremental import FooterCache, IncrementalScope
-    from ftaudit.verifier.segment_state import SegmentFed
 
-Fed = TypeVar("Fed", bound="SegmentFed")
+Fed = TypeVar("Fed", bound=SegmentFed)
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -154,6 +154,112 @@ class Allocation:
     def samples_at(self, positions: np.ndarray) -> np.ndarray:
         """The sample index trained by each counter position (all inside this allocation)."""
         return runs_at(self.sample_indices, positions - self.start)
+
+
+ALLOCATED = """
+    SELECT incarnation, step, attempt, num_ids, counter_after, witness_ids, sample_indices,
+           stale_ids, seq, writer, segment
+    FROM witness_allocated"""
+"""Every logged allocation row."""
+
+ALLOCATED_OF = ALLOCATED + " WHERE list_contains($1, segment)"
+"""The allocation rows of some segments: those new to a follower's window."""
+
+_RunsKey = tuple[tuple[int, ...] | None, tuple[int, ...] | None] | None
+
+
+def _runs_key(value: Any) -> _RunsKey:
+    """An id-set column's value, hashable (a null, and null parts, kept apart)."""
+    if value is None:
+        return None
+    starts, lengths = value["starts"], value["lengths"]
+    return (
+        None if starts is None else tuple(starts),
+        None if lengths is None else tuple(lengths),
+    )
+
+
+@dataclass(frozen=True)
+class _Allocated:
+    """One logged allocation row, its id sets parsed."""
+
+    content: tuple[Any, ...]
+    """What makes two rows the same allocation logged twice: every logged field."""
+    seq: int
+    writer: str
+    segment: str
+    runs: tuple[IntRuns, IntRuns, IntRuns]
+
+
+class AllocationLog(SegmentFed):
+    """The logged allocations (see :class:`~ftaudit.verifier.segment_state.SegmentFed`)."""
+
+    event_type = "witness_allocated"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_segment: dict[str, list[_Allocated]] = {}
+
+    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
+        if segments is None:
+            rows = ctx.rows(ALLOCATED, label="allocations")
+        else:
+            rows = ctx.rows(ALLOCATED_OF, [list(segments)], label="allocations")
+        for r in rows:
+            ids = (r["witness_ids"], r["sample_indices"], r["stale_ids"])
+            content = (
+                r["incarnation"],
+                r["step"],
+                r["attempt"],
+                r["num_ids"],
+                r["counter_after"],
+                *(_runs_key(v) for v in ids),
+            )
+            runs = tuple(IntRuns.from_column(v) for v in ids)
+            logged = _Allocated(content, r["seq"], r["writer"], r["segment"], runs)  # type: ignore[arg-type]
+            self._by_segment.setdefault(r["segment"], []).append(logged)
+
+    def drop(self, segment: str) -> None:
+        self._by_segment.pop(segment, None)
+
+    def allocations(self) -> list[Allocation]:
+        """The allocations, each logged one once (its first sequence number, writer and
+        segment), by incarnation, then writer and sequence number."""
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        for rows in self._by_segment.values():
+            for a in rows:
+                found = merged.get(a.content)
+                if found is None:
+                    merged[a.content] = [a.seq, a.writer, a.segment, a.runs]
+                else:
+                    found[0] = min(found[0], a.seq)
+                    found[1] = min(found[1], a.writer)
+                    found[2] = min(found[2], a.segment)
+        order = sorted(
+            merged.items(), key=lambda kv: (_last(kv[0][0]), _last(kv[1][1]), _last(kv[1][0]))
+        )
+        return [
+            Allocation(
+                index=i,
+                incarnation=content[0],
+                step=content[1],
+                attempt=content[2],
+                num_ids=content[3],
+                counter_after=content[4],
+                witness_ids=runs[0],
+                sample_indices=runs[1],
+                stale_ids=runs[2],
+                seq=seq,
+                writer=writer,
+                segment=segment,
+            )
+            for i, (content, (seq, writer, segment, runs)) in enumerate(order)
+        ]
+
+
+def _last(value: Any) -> tuple[bool, Any]:
+    """A sort key placing None last, as DuckDB orders NULLs."""
+    return (value is None, value)
 
 
 def runs_at(runs: IntRuns, offsets: np.ndarray) -> np.ndarray:
@@ -365,32 +471,9 @@ class RunContext:
     @cached_property
     def allocations(self) -> list[Allocation]:
         """Every logged allocation, duplicates (the same allocation logged twice) merged,
-        in the order the allocator made them: by incarnation, then sequence number."""
-        rows = self.rows(
-            """SELECT incarnation, step, attempt, num_ids, counter_after, witness_ids,
-                      sample_indices, stale_ids, min(seq) AS seq, min(writer) AS writer,
-                      min(segment) AS segment
-               FROM witness_allocated GROUP BY ALL
-               ORDER BY incarnation, writer, seq""",
-            label="allocations",
-        )
-        return [
-            Allocation(
-                index=i,
-                incarnation=r["incarnation"],
-                step=r["step"],
-                attempt=r["attempt"],
-                num_ids=r["num_ids"],
-                counter_after=r["counter_after"],
-                witness_ids=IntRuns.from_column(r["witness_ids"]),
-                sample_indices=IntRuns.from_column(r["sample_indices"]),
-                stale_ids=IntRuns.from_column(r["stale_ids"]),
-                seq=r["seq"],
-                writer=r["writer"],
-                segment=r["segment"],
-            )
-            for i, r in enumerate(rows)
-        ]
+        in the order the allocator made them: by incarnation, then sequence number
+        (:class:`AllocationLog`: a follower parses each allocation once)."""
+        return self.kept(AllocationLog).allocations()
 
     def describe_key(self, key: StepKey) -> str:
         """``step 5 attempt 1 of incarnation 0 (retried)``: where a key sits in the history."""

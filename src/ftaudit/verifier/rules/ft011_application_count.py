@@ -23,10 +23,6 @@ GRADIENTS = """
 GRADIENT_IDS = """
     SELECT DISTINCT incarnation, step, attempt, nonzero_ids FROM witness_gradient"""
 
-ALLOCATED = """
-    SELECT incarnation, step, attempt, list(witness_ids) AS ids
-    FROM witness_allocated GROUP BY ALL"""
-
 READINGS = """
     SELECT incarnation, step, attempt, source_role, cell, rank, seq, segment, counters
     FROM step_applied
@@ -269,12 +265,10 @@ class ApplicationCount(Rule):
         return RuleOutcome(checked, tuple(self._gradients(ctx) + self._counters(ctx)))
 
     def _gradients(self, ctx: RunContext) -> list[Violation]:
-        allocated = {
-            (r["incarnation"], r["step"], r["attempt"]): union_all(
-                Spans.from_column(ids) for ids in r["ids"]
-            )
-            for r in ctx.rows(ALLOCATED, label="FT011 allocations")
-        }
+        logged: dict[tuple[int, int, int], list[Spans]] = {}
+        for a in ctx.allocations:
+            logged.setdefault(a.key, []).append(Spans.from_runs(a.witness_ids))
+        allocated = {key: union_all(spans) for key, spans in logged.items()}
         # every cell and instance of an attempt usually logs the same ids: one difference
         # per distinct (attempt, ids), and the rows (a Python object each: 350 k at
         # 10,000 steps x 16 cells) are read only when one of them holds extra ids
