@@ -240,10 +240,13 @@ class EventWriter:
             kept = check(values)
         if kept is None:
             return self.log(self._build(model, values, step, attempt))
-        context = current()
-        if step is not None or attempt is not None:
-            step = context.step if step is None else step
-            attempt = context.attempt if attempt is None else attempt
+        if step is None and attempt is None:
+            context = current()
+        else:
+            if step is None or attempt is None:  # the context fills in the other one
+                outer = current()
+                step = outer.step if step is None else step
+                attempt = outer.attempt if attempt is None else attempt
             # a frozen dataclass costs a microsecond to build; callers that pass the step
             # (the driver) pass the same one many times in a row
             explicit = self._explicit
