@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
@@ -40,6 +41,25 @@ def test_bit_flip_in_the_data_is_reported(writer: EventWriter, tmp_path: Path):
     with pytest.raises(UnusableInputError) as err:
         read_records(tmp_path)
     assert str(segment) in str(err.value)
+
+
+def _rename_column_bytes(segment: Path, name: bytes, damaged: bytes) -> None:
+    """Overwrite a column name in the footer's Parquet schema and in its Arrow schema (kept
+    base64 among the key-values), as damage to those bytes would, keeping every length."""
+    encoded = pq.read_metadata(segment).metadata[b"ARROW:schema"]
+    renamed = base64.b64encode(base64.b64decode(encoded).replace(name, damaged))
+    data = segment.read_bytes().replace(encoded, renamed)
+    segment.write_bytes(data.replace(name, damaged))
+
+
+def test_column_name_that_is_no_longer_utf8(writer: EventWriter, tmp_path: Path):
+    # once refused only from inside DuckDB's read, with a Python traceback in the message
+    segment = _one_segment(writer, tmp_path)
+    _rename_column_bytes(segment, b"metric.values", b"metric.valu\xffs")
+    with pytest.raises(CorruptSegmentError, match="column name in its footer is not UTF-8") as err:
+        connect(tmp_path)
+    assert str(segment) in str(err.value)
+    assert "Traceback" not in str(err.value)
 
 
 def test_foreign_parquet_file(writer: EventWriter, tmp_path: Path):

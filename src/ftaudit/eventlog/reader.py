@@ -89,6 +89,12 @@ class FooterChecks:
         key = (id(schema), meta.types)  # ``schema`` is interned: its id names its shape
         if key in self._checked:
             return
+        try:
+            # a damaged footer can leave names that are no longer UTF-8: refuse the file
+            # here, by name, not later from inside DuckDB's read of the stream
+            schema.names  # noqa: B018 (decoding them is the check)
+        except UnicodeDecodeError:
+            raise CorruptSegmentError(path, "a column name in its footer is not UTF-8") from None
         for field in ENVELOPE_SCHEMA:
             i = schema.get_field_index(field.name)
             if i < 0 or not schema.field(i).type.equals(field.type):
