@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
-from ftaudit.eventlog import EventWriter, Metric, connect, read_records, scan_run
+from ftaudit.eventlog import EventWriter, Metric, connect, load, read_records, scan_run
+from ftaudit.eventlog.rundir import list_segments
 
 
 def _one_segment(writer: EventWriter, tmp_path: Path) -> Path:
@@ -60,6 +61,33 @@ def test_column_name_that_is_no_longer_utf8(writer: EventWriter, tmp_path: Path)
         connect(tmp_path)
     assert str(segment) in str(err.value)
     assert "Traceback" not in str(err.value)
+
+
+def _flip_data(segment: Path) -> None:
+    data = bytearray(segment.read_bytes())
+    for offset in range(8, 200):  # the first data pages, past the magic bytes
+        data[offset] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+
+def test_the_first_undecodable_segment_in_order_is_reported(
+    writer: EventWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Segments decode on threads, a few ahead (two here, so the queue refills): a later
+    bad segment may fail first on its thread, yet the error names the first in the
+    listing, as when they were read one by one."""
+    monkeypatch.setattr(load, "DECODE_AHEAD", 2)
+    for flush in range(6):
+        for i in range(100):
+            writer.log(Metric(step=flush * 100 + i, attempt=0, values={"i": float(i)}))
+        writer.flush()
+    segments = [f.path for f in list_segments(tmp_path).files]
+    assert len(segments) == 6
+    for bad in (segments[5], segments[3]):  # the later one damaged first
+        _flip_data(bad)
+    with pytest.raises(CorruptSegmentError, match="unreadable") as err:
+        connect(tmp_path)
+    assert str(err.value).startswith(f"{segments[3]}: ")
 
 
 def test_foreign_parquet_file(writer: EventWriter, tmp_path: Path):
