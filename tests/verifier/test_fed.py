@@ -1,7 +1,8 @@
-"""The fed-sample arrays FT008 judges: positions fed twice, and the declared stream map.
+"""The fed samples FT008 judges: chunks and lookups spelled out from the runs, positions
+fed twice, and the declared stream map.
 
-Both are shortcuts (runs instead of samples, one gather instead of a pass per epoch),
-so each is checked against the plain definition on random shapes.
+Each is a shortcut (runs instead of per-sample arrays, one gather instead of a pass per
+epoch), so each is checked against the plain definition on random shapes.
 """
 
 from __future__ import annotations
@@ -9,54 +10,105 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ftaudit.verifier import fed as fed_module
 from ftaudit.verifier.fed import FedRuns, FedSamples, OrderDeclaration, StreamMap
 
 
 def _fed(runs: list[tuple[int, int, int]], n_keys: int) -> FedSamples:
-    """Samples from ``(key, start, length)`` runs, grouped by key as ``load_fed`` reads them."""
+    """Samples from ``(key, start, length)`` runs, grouped by key as ``load_fed`` numbers
+    them, their fingerprints (``7 * position + 1000 * run``) stored with the runs in
+    reverse, as another order of reading would."""
     runs = sorted(runs, key=lambda r: r[0])
     key = np.asarray([r[0] for r in runs], dtype=np.int32)
     start = np.asarray([r[1] for r in runs], dtype=np.int64)
     length = np.asarray([r[2] for r in runs], dtype=np.int64)
     first = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.int64)
-    position = np.concatenate([np.arange(s, s + n) for s, n in zip(start, length, strict=True)])
-    per_sample_key = np.repeat(key, length)
-    zeros = np.zeros(position.size, dtype=np.int32)
+    stored_length = length[::-1]
+    stored = np.concatenate(([0], np.cumsum(stored_length)[:-1]))[::-1].astype(np.int64)
+    read = np.empty(int(length.sum()), dtype=np.int64)
+    for r in range(len(runs)):
+        read[stored[r] : stored[r] + length[r]] = 7 * np.arange(start[r], start[r] + length[r])
+        read[stored[r] : stored[r] + length[r]] += 1000 * r
     keys = tuple((0, k, 0) for k in range(n_keys))
+    cell = (key * 3 + np.arange(key.size)).astype(np.int32)  # a cell per run
     return FedSamples(
-        position,
-        position * 7,
-        np.full(position.size, -1),
-        per_sample_key,
-        zeros,
-        keys,
-        FedRuns(start, length, first, key),
+        read, np.full(read.size, -1), keys, FedRuns(start, length, first, key, cell, stored)
     )
+
+
+def _spelled(runs: list[tuple[int, int, int]]) -> tuple[np.ndarray, ...]:
+    """Per sample, plainly: position, attempt, cell and fingerprint (as ``_fed`` makes
+    them)."""
+    runs = sorted(runs, key=lambda r: r[0])
+    position = np.concatenate([np.arange(s, s + n) for _, s, n in runs] + [np.empty(0, int)])
+    run = np.concatenate([np.full(n, i) for i, (_, _, n) in enumerate(runs)] + [[]])
+    key = np.concatenate([np.full(n, k) for k, _, n in runs] + [np.empty(0, int)])
+    cell = np.concatenate([np.full(n, k * 3 + i) for i, (k, _, n) in enumerate(runs)] + [[]])
+    fingerprint = 7 * position + 1000 * run
+    return (
+        position.astype(np.int64),
+        key.astype(np.int64),
+        cell.astype(np.int64),
+        fingerprint.astype(np.int64),
+    )
+
+
+def _random_runs(rng: np.random.Generator, n_keys: int) -> list[tuple[int, int, int]]:
+    return [
+        (int(rng.integers(n_keys)), int(rng.integers(0, 60)), int(rng.integers(0, 9)))
+        for _ in range(int(rng.integers(1, 12)))
+    ]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+@pytest.mark.parametrize("seed", range(10))
+def test_chunks_and_lookups_spell_out_each_sample_from_its_run(
+    seed: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fed_module, "CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    runs = _random_runs(rng, 5)
+    fed = _fed(runs, 5)
+    position, key, cell, fingerprint = _spelled(runs)
+    chunks = list(fed.chunks())
+    assert all(c.position.size <= chunk for c in chunks)
+    joined = [
+        np.concatenate([getattr(c, f) for c in chunks] + [np.empty(0, int)])
+        for f in ("position", "key", "cell", "fingerprint")
+    ]
+    assert [j.tolist() for j in joined] == [
+        position.tolist(),
+        key.tolist(),
+        cell.tolist(),
+        fingerprint.tolist(),
+    ]
+    assert [c.lo for c in chunks] == list(range(0, len(fed), chunk))
+    samples = np.arange(len(fed))
+    assert fed.position(samples).tolist() == position.tolist()
+    assert fed.key(samples).tolist() == key.tolist()
+    assert fed.cell(samples).tolist() == cell.tolist()
+    assert fed.fingerprint(samples).tolist() == fingerprint.tolist()
+    for k in range(5):
+        assert fed.key_positions(k).tolist() == np.unique(position[key == k]).tolist()
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_fed_twice_is_every_sample_at_a_repeated_position(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n_keys = 5
-    runs = [
-        (int(rng.integers(n_keys)), int(rng.integers(0, 60)), int(rng.integers(0, 9)))
-        for _ in range(int(rng.integers(1, 12)))
-    ]
+    runs = _random_runs(rng, n_keys)
     fed = _fed(runs, n_keys)
+    position, key, _, _ = _spelled(runs)
     chosen = rng.random(n_keys) < 0.6
     for keys in (None, chosen):
-        selected = np.ones(len(fed), bool) if keys is None else keys[fed.key]
-        counts = np.bincount(fed.position[selected], minlength=80)
-        want = np.flatnonzero(selected & (counts[fed.position] >= 2))
+        selected = np.ones(len(fed), bool) if keys is None else keys[key]
+        counts = np.bincount(position[selected], minlength=80)
+        want = np.flatnonzero(selected & (counts[position] >= 2))
         samples, slots = fed.fed_twice(keys)
         assert samples.tolist() == want.tolist()
         # equal slots iff equal positions
-        pairs = set(zip(slots.tolist(), fed.position[samples].tolist(), strict=True))
+        pairs = set(zip(slots.tolist(), position[samples].tolist(), strict=True))
         assert len(pairs) == len({s for s, _ in pairs}) == len({p for _, p in pairs})
-    bounds = fed.key_bounds()
-    for k in range(n_keys):
-        assert (fed.key[bounds[k] : bounds[k + 1]] == k).all()
-    assert bounds[-1] == len(fed)
 
 
 def test_stream_map_locates_each_declared_epoch() -> None:

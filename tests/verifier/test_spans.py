@@ -64,3 +64,34 @@ def test_multiply_covered() -> None:
     starts = np.array([0, 5, 8], dtype=np.int64)
     ends = np.array([6, 9, 10], dtype=np.int64)
     assert _set(multiply_covered(starts, ends)) == {5, 8}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=4),
+            st.integers(min_value=-5, max_value=60),
+            st.integers(min_value=-2, max_value=9),
+        ),
+        max_size=30,
+    )
+)
+def test_grouped_spans_are_each_groups_canonical_spans(runs: list[tuple[int, int, int]]) -> None:
+    groups = np.asarray([g for g, _, _ in runs], dtype=np.int64)
+    starts = np.asarray([s for _, s, _ in runs], dtype=np.int64)
+    ends = starts + np.asarray([n for _, _, n in runs], dtype=np.int64)
+    found = spans.grouped_spans(groups, starts, ends)
+    assert found is not None
+    group, start, end = found
+    for g in range(5):
+        want = Spans.of(starts[groups == g], ends[groups == g])
+        mine = group == g
+        assert start[mine].tolist() == want.starts.tolist()
+        assert end[mine].tolist() == want.ends.tolist()
+    assert set(group.tolist()) <= set(groups.tolist())
+
+
+def test_grouped_spans_decline_a_range_too_wide_to_shift() -> None:
+    wide = np.asarray([0, 1 << 61], dtype=np.int64)
+    assert spans.grouped_spans(np.asarray([0, 3]), wide, wide + 1) is None

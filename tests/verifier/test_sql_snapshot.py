@@ -60,7 +60,7 @@ def _record(run: Path, queries: dict[str, set[str]]) -> dict[str, list[str]]:
             )
             if r["view_name"] not in _user_types()  # other tests may register their own
         }
-        real_query, real_rows = session.query, session.rows
+        real_query, real_rows, real_batches = session.query, session.rows, session.batches
 
         def recording(sql: str, params: Sequence[Any] = (), *, label: str = "") -> Any:
             queries[label or "(unlabelled)"].add(_one_line(sql))
@@ -72,9 +72,17 @@ def _record(run: Path, queries: dict[str, set[str]]) -> dict[str, list[str]]:
             queries[label or "(unlabelled)"].add(_one_line(sql))  # also one skipped by needs
             return real_rows(sql, params, label=label, **kw)
 
-        # the session runs SQL in two ways (Arrow tables, and rows read straight from DuckDB)
+        def recording_batches(
+            sql: str, params: Sequence[Any] = (), *, label: str = "", **kw: Any
+        ) -> Any:
+            queries[label or "(unlabelled)"].add(_one_line(sql))
+            return real_batches(sql, params, label=label, **kw)
+
+        # the session runs SQL in three ways (Arrow tables, Arrow batches, and rows read
+        # straight from DuckDB)
         session.query = recording  # type: ignore[method-assign]
         session.rows = recording_rows  # type: ignore[method-assign]
+        session.batches = recording_batches  # type: ignore[method-assign]
         # every event type "held": a query left unasked for a type without rows is run too
         session.holds = lambda event_type: True  # type: ignore[method-assign]
         verify(session)

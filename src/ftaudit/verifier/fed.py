@@ -8,18 +8,25 @@ records. Nothing here judges: :mod:`ftaudit.verifier.rules.ft008_data_identity` 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from ftaudit.eventlog.arrays import int64_numpy
+from ftaudit.eventlog.arrays import int64_numpy, unique_sorted
 from ftaudit.verifier.context import RunContext, StepKey
 from ftaudit.verifier.spans import multiply_covered
 
 UNKNOWN = -1
 """An item or epoch that nothing in the run determines."""
+
+
+CHUNK = 1 << 18
+"""Fed samples judged at a time: the per-sample arrays derived from the runs (positions,
+attempts, cells, epochs, items) are temporaries as large as a chunk, not as the run."""
 
 
 @dataclass(frozen=True)
@@ -28,42 +35,131 @@ class FedRuns:
 
     Run ``r`` fed positions ``start[r] .. start[r] + length[r] - 1``, which are the fed
     samples ``first[r] .. first[r] + length[r] - 1``; ``key`` is the run's attempt (an
-    index into :attr:`FedSamples.keys`). A run's samples are contiguous in the flat
-    arrays, so questions about overlapping positions cost O(runs), not O(samples).
+    index into :attr:`FedSamples.keys`) and ``cell`` the cell that fed it. A run's
+    samples are contiguous, so questions about overlapping positions cost O(runs), not
+    O(samples). Their fingerprints are ``stored[r] ..`` in the arrays as read.
     """
 
     start: np.ndarray
     length: np.ndarray
     first: np.ndarray
     key: np.ndarray
+    cell: np.ndarray
+    stored: np.ndarray
+
+
+@dataclass(frozen=True)
+class FedChunk:
+    """The fed samples ``lo .. lo + len(position) - 1``, their per-sample arrays spelled out."""
+
+    lo: int
+    position: np.ndarray
+    fingerprint: np.ndarray
+    claimed_item: np.ndarray
+    key: np.ndarray
+    cell: np.ndarray
+
+    @property
+    def rows(self) -> slice:
+        return slice(self.lo, self.lo + int(self.position.size))
 
 
 @dataclass(frozen=True)
 class FedSamples:
-    """Every fed sample of the run, one entry per (event, sample), as parallel arrays.
+    """Every fed sample of the run, one entry per (event, sample).
 
-    Samples are grouped by attempt in key order (``key`` never decreases): the rows are
-    read ordered by incarnation, step and attempt. ``key`` and ``cell`` are int32: at
-    41 M fed samples every byte per sample is 41 MB.
+    Only what the rows cannot give back is held per sample: the fingerprint (and the
+    loader's claimed item, where any loader claimed one), in the order the rows were
+    read. A sample's position, attempt and cell follow from its run, so they are spelled
+    out a chunk at a time (:meth:`chunks`) or for chosen samples (:meth:`position`,
+    :meth:`key`, :meth:`cell`, :meth:`fingerprint`, :meth:`claimed_item`): at 34 M fed
+    samples every byte per sample is 34 MB.
+
+    Samples are numbered in logging order: by incarnation, step, attempt, writer and
+    sequence number, so they are grouped by attempt in key order (a run's ``key``
+    never decreases).
     """
 
-    position: np.ndarray
-    fingerprint: np.ndarray
-    claimed_item: np.ndarray
+    read_fingerprint: np.ndarray
+    read_claimed_item: np.ndarray
     """The item the loader said it read (``UNKNOWN`` where it said nothing; a read-only
     broadcast of ``UNKNOWN`` when no loader said anything, which costs no memory)."""
-    key: np.ndarray
-    """Index into :attr:`keys` of the (incarnation, step, attempt) that fed it."""
-    cell: np.ndarray
     keys: tuple[StepKey, ...]
     runs: FedRuns
 
     def __len__(self) -> int:
-        return int(self.position.size)
+        return int(self.read_fingerprint.size)
 
-    def key_bounds(self) -> np.ndarray:
-        """``bounds[k] .. bounds[k + 1]``: the samples of attempt ``keys[k]``."""
-        return np.searchsorted(self.key, np.arange(len(self.keys) + 1), side="left")
+    def _stored(self, samples: np.ndarray) -> np.ndarray:
+        run = self._run_of(samples)
+        return self.runs.stored[run] + samples - self.runs.first[run]
+
+    def fingerprint(self, samples: np.ndarray) -> np.ndarray:
+        """The fingerprints ``samples`` (indices of fed samples) fed."""
+        return self.read_fingerprint[self._stored(np.asarray(samples, dtype=np.int64))]
+
+    def claimed_item(self, samples: np.ndarray) -> np.ndarray:
+        return self.read_claimed_item[self._stored(np.asarray(samples, dtype=np.int64))]
+
+    def _run_of(self, samples: np.ndarray) -> np.ndarray:
+        # the last run starting at or before the sample (runs of no samples share their
+        # ``first`` with the next run, which this picks)
+        return np.searchsorted(self.runs.first, samples, side="right") - 1
+
+    def position(self, samples: np.ndarray) -> np.ndarray:
+        """The stream positions of ``samples`` (indices of fed samples)."""
+        samples = np.asarray(samples, dtype=np.int64)
+        run = self._run_of(samples)
+        return self.runs.start[run] + samples - self.runs.first[run]
+
+    def key(self, samples: np.ndarray) -> np.ndarray:
+        """Per sample: the index into :attr:`keys` of the attempt that fed it."""
+        return self.runs.key[self._run_of(np.asarray(samples, dtype=np.int64))]
+
+    def cell(self, samples: np.ndarray) -> np.ndarray:
+        return self.runs.cell[self._run_of(np.asarray(samples, dtype=np.int64))]
+
+    def slices(self) -> Iterator[slice]:
+        """The samples in order, :data:`CHUNK` at a time."""
+        size = CHUNK  # read at each call: a test may make it tiny
+        for lo in range(0, len(self), size):
+            yield slice(lo, min(lo + size, len(self)))
+
+    def chunks(self) -> Iterator[FedChunk]:
+        """The samples in order, :data:`CHUNK` at a time, their per-sample arrays spelled out."""
+        runs = self.runs
+        # rows read in logging order, or no loader claims (a broadcast): slices, not gathers
+        in_order = bool(np.array_equal(runs.stored, runs.first))
+        unclaimed = self.read_claimed_item.strides == (0,)
+        for rows in self.slices():
+            lo, hi = rows.start, rows.stop
+            r0, r1 = self._run_of(np.asarray([lo, hi - 1])).tolist()
+            r = slice(r0, r1 + 1)
+            first, length = runs.first[r], runs.length[r]
+            a = np.maximum(first, lo)
+            count = np.maximum(np.minimum(first + length, hi) - a, 0)
+            if in_order:
+                fingerprint, claimed = self.read_fingerprint[rows], self.read_claimed_item[rows]
+            else:
+                stored = _expand(runs.stored[r] + a - first, count)
+                fingerprint = self.read_fingerprint[stored]
+                claimed = (
+                    self.read_claimed_item[rows] if unclaimed else self.read_claimed_item[stored]
+                )
+            yield FedChunk(
+                lo,
+                _expand(runs.start[r] + a - first, count),
+                fingerprint,
+                claimed,
+                np.repeat(runs.key[r], count),
+                np.repeat(runs.cell[r], count),
+            )
+
+    def key_positions(self, key: int) -> np.ndarray:
+        """The distinct positions attempt ``keys[key]`` fed, ascending."""
+        runs = self.runs
+        a, b = np.searchsorted(runs.key, [key, key + 1], side="left").tolist()
+        return unique_sorted(_expand(runs.start[a:b], runs.length[a:b]))
 
     def fed_twice(self, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The samples at positions that two or more runs fed, and a slot per sample.
@@ -146,65 +242,135 @@ class LoaderStateRecord:
 
 def load_fed(ctx: RunContext) -> FedSamples:
     """Every fed sample, flattened from the Arrow columns (a Python int per fingerprint cost
-    a run of 41 M fed samples gigabytes), in the order of the rows and of each row's ids."""
+    a run of 41 M fed samples gigabytes), numbered in the order of the rows and of each
+    row's ids.
+
+    The rows are read a batch at a time, as DuckDB scans them, and only their
+    fingerprints (and claimed items) are kept per sample; the rows are put in logging
+    order here, by their keys. The whole result as one Arrow table, DuckDB sorting it
+    with its lists, and the position, attempt and cell of every sample beside it took
+    gigabytes on a run of tens of millions of fed samples.
+    """
     # a row whose lists do not align is left out: the event model forbids it, and a
     # damaged row cannot be judged
-    table = ctx.session.query(
-        """WITH sized AS (
+    sized = """WITH sized AS (
                SELECT incarnation, step, attempt, cell, writer, seq,
                       sample_indices.starts AS starts, sample_indices.lengths AS lengths,
                       fingerprints, items,
                       coalesce(list_sum(sample_indices.lengths), 0) AS n,
                       coalesce(len(items), 0) AS n_items
-               FROM sample_fingerprints)
-           SELECT incarnation, step, attempt, cell, starts, lengths, fingerprints,
-                  items, n, n_items
-           FROM sized
-           WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)
-           ORDER BY incarnation, step, attempt, writer, seq""",
+               FROM sample_fingerprints)"""
+    kept = "WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)"
+    # the totals first, so the per-sample arrays are filled in place, never regrown
+    (count,) = ctx.session.rows(
+        f"""{sized} SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS total,
+                           CAST(coalesce(sum(n_items), 0) AS BIGINT) AS claims
+            FROM sized {kept}""",
+        label="sample fingerprint count",
+    )
+    read = _FedReader(count["total"], claimed=count["claims"] > 0)
+    for batch in ctx.session.batches(
+        f"""{sized}
+           SELECT incarnation, step, attempt, writer, seq, cell, starts, lengths,
+                  fingerprints, items, n, n_items
+           FROM sized {kept}""",
         label="sample fingerprints",
-    )
-    if not table.num_rows:
-        empty = np.empty(0, dtype=np.int64)
-        small = empty.astype(np.int32)
-        runs = FedRuns(empty, empty, empty, small)
-        return FedSamples(empty, empty, empty, small, small, (), runs)
-    n, n_items = int64_numpy(table.column("n")), int64_numpy(table.column("n_items"))
-    inc, step, attempt = (
-        int64_numpy(table.column(c), null=UNKNOWN) for c in ("incarnation", "step", "attempt")
-    )
-    changed = np.ones(inc.size, dtype=bool)
-    changed[1:] = (inc[1:] != inc[:-1]) | (step[1:] != step[:-1]) | (attempt[1:] != attempt[:-1])
-    row_key = np.cumsum(changed) - 1
-    keys = tuple(
-        (i, s, None if a == UNKNOWN else a)
-        for i, s, a in zip(
-            inc[changed].tolist(), step[changed].tolist(), attempt[changed].tolist(), strict=True
+        rows=1024,
+    ):
+        read.add(batch)
+    return read.done()
+
+
+_LAST = np.iinfo(np.int64).max
+"""A NULL key sorts after every value (SQL's ``NULLS LAST``)."""
+
+
+class _FedReader:
+    """Collects the rows of ``load_fed`` batch by batch: per-row and per-run arrays, and
+    the fingerprints (and claimed items) of ``total`` samples filled in place, in the
+    order read."""
+
+    def __init__(self, total: int, *, claimed: bool) -> None:
+        self.row_keys: list[np.ndarray] = []  # per batch: incarnation, step, attempt, seq
+        self.writers: list[list[str | None]] = []
+        self.starts: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+        self.per_row: list[np.ndarray] = []  # runs per row
+        self.cells: list[np.ndarray] = []
+        self.fingerprint = np.empty(total, dtype=np.int64)
+        self.claimed = np.full(total, UNKNOWN, dtype=np.int64) if claimed else None
+        self.filled = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        columns = ("incarnation", "step", "attempt", "seq")
+        self.row_keys.append(np.stack([int64_numpy(batch.column(c), null=_LAST) for c in columns]))
+        self.writers.append(batch.column("writer").to_pylist())  # (to_numpy needs pandas)
+        self.starts.append(int64_numpy(pc.list_flatten(batch.column("starts"))))
+        self.lengths.append(int64_numpy(pc.list_flatten(batch.column("lengths"))))
+        self.per_row.append(int64_numpy(pc.list_value_length(batch.column("starts")), null=0))
+        self.cells.append(int64_numpy(batch.column("cell")).astype(np.int32))
+        n = int64_numpy(batch.column("n"))
+        at = slice(self.filled, self.filled + int(n.sum()))
+        self.fingerprint[at] = int64_numpy(pc.list_flatten(batch.column("fingerprints")))
+        if self.claimed is not None:
+            n_items = int64_numpy(batch.column("n_items"))
+            claimed = self.claimed[at]
+            claimed[np.repeat(n_items > 0, n)] = int64_numpy(pc.list_flatten(batch.column("items")))
+        self.filled = at.stop
+
+    def done(self) -> FedSamples:
+        claimed = (
+            np.broadcast_to(np.int64(UNKNOWN), self.fingerprint.shape)
+            if self.claimed is None
+            else self.claimed
         )
-    )
-    starts = int64_numpy(pc.list_flatten(table.column("starts")))
-    lengths = int64_numpy(pc.list_flatten(table.column("lengths")))
-    run_first = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-    position = _expand(starts, lengths)
-    total = position.size
-    per_row = int64_numpy(pc.list_value_length(table.column("starts")), null=0)
-    runs = FedRuns(starts, lengths, run_first, np.repeat(row_key, per_row).astype(np.int32))
-    claimed = np.broadcast_to(np.int64(UNKNOWN), (total,))
-    if n_items.any():
-        claimed = np.full(total, UNKNOWN, dtype=np.int64)
-        claimed[np.repeat(n_items > 0, n)] = int64_numpy(pc.list_flatten(table.column("items")))
-    fingerprint = int64_numpy(pc.list_flatten(table.column("fingerprints")))
-    cell = int64_numpy(table.column("cell")).astype(np.int32)
-    del table  # its Arrow buffers are as large as the arrays: free them before repeating
-    return FedSamples(
-        position,
-        fingerprint,
-        claimed,
-        np.repeat(row_key.astype(np.int32), n),
-        np.repeat(cell, n),
-        keys,
-        runs,
-    )
+        if not self.row_keys:
+            empty = np.empty(0, dtype=np.int64)
+            small = empty.astype(np.int32)
+            runs = FedRuns(empty, empty, empty, small, small, empty)
+            return FedSamples(self.fingerprint, claimed, (), runs)
+        row_keys = np.concatenate(self.row_keys, axis=1)
+        order = np.lexsort((row_keys[3], _writer_order(self.writers), *row_keys[2::-1]))
+        inc, step, attempt = (np.where(k == _LAST, UNKNOWN, k) for k in row_keys[:3, order])
+        changed = np.ones(inc.size, dtype=bool)
+        changed[1:] = (inc[1:] != inc[:-1]) | (step[1:] != step[:-1])
+        changed[1:] |= attempt[1:] != attempt[:-1]
+        row_key = (np.cumsum(changed) - 1).astype(np.int32)
+        firsts = (inc[changed].tolist(), step[changed].tolist(), attempt[changed].tolist())
+        keys = tuple((i, s, None if a == UNKNOWN else a) for i, s, a in zip(*firsts, strict=True))
+        # the runs as read, then in the rows' logging order (a row's runs keep theirs)
+        lengths = np.concatenate(self.lengths)
+        per_row = np.concatenate(self.per_row)
+        stored = _exclusive_sum(lengths)
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        run_order = np.argsort(np.repeat(rank, per_row), kind="stable")
+        lengths = lengths[run_order]
+        runs = FedRuns(
+            np.concatenate(self.starts)[run_order],
+            lengths,
+            _exclusive_sum(lengths),
+            np.repeat(row_key, per_row[order]),
+            np.repeat(np.concatenate(self.cells)[order], per_row[order]),
+            stored[run_order],
+        )
+        return FedSamples(self.fingerprint, claimed, keys, runs)
+
+
+def _writer_order(writers: list[list[str | None]]) -> np.ndarray:
+    """Writer names as sort codes: by their UTF-8 bytes (as DuckDB orders text), NULL last."""
+    names = [w for part in writers for w in part]
+    known = np.asarray([w is not None for w in names], dtype=bool)
+    codes = np.full(len(names), _LAST, dtype=np.int64)
+    if known.any():
+        # code point order is UTF-8 byte order
+        text = np.asarray([w for w in names if w is not None], dtype=str)
+        _, codes[known] = np.unique(text, return_inverse=True)
+    return codes
+
+
+def _exclusive_sum(values: np.ndarray) -> np.ndarray:
+    return np.concatenate(([0], np.cumsum(values)[:-1])).astype(np.int64)
 
 
 def load_orders(ctx: RunContext) -> list[OrderDeclaration]:

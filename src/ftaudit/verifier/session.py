@@ -217,6 +217,21 @@ class Session:
         self.timings.append(QueryTiming(label, time.perf_counter() - started, table.num_rows))
         return table
 
+    def batches(
+        self, sql: str, params: Sequence[Any] = (), *, label: str = "", rows: int = 4096
+    ) -> Iterator[pa.RecordBatch]:
+        """Like :meth:`query`, as Arrow record batches of at most ``rows`` rows, read
+        as they are consumed: a large result is never held whole on the Python side."""
+        started = time.perf_counter()
+        count = 0
+        with self._translated(label):
+            relation = self.con.sql(sql, params=list(params) or None)
+            if relation is not None:
+                for batch in relation.to_arrow_reader(rows):
+                    count += batch.num_rows
+                    yield batch
+        self.timings.append(QueryTiming(label, time.perf_counter() - started, count))
+
     def rows(
         self,
         sql: str,

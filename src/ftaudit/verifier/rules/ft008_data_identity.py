@@ -10,9 +10,11 @@ import numpy as np
 
 from ftaudit.dataset.manifest import DatasetManifest, ManifestError, find_manifest, read_manifest
 from ftaudit.eventlog.arrays import unique_sorted
+from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.verifier.context import RunContext, StepKey
 from ftaudit.verifier.fed import (
     UNKNOWN,
+    FedChunk,
     FedSamples,
     LoaderStateRecord,
     ManifestDeclaration,
@@ -25,6 +27,7 @@ from ftaudit.verifier.fed import (
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, order_severity
+from ftaudit.verifier.spans import grouped_spans
 
 SHOWN = 6
 """Samples spelled out in one message (all of them are in the violation's ids)."""
@@ -107,23 +110,14 @@ class DataIdentity(Rule):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
             return RuleOutcome(0, tuple(out), note=note)
         committed_key = np.asarray([k in ctx.committed_keys for k in fed.keys], dtype=bool)
-        committed = committed_key[fed.key]
-        epochs, declared = stream.locate(fed.position)
-        # where no order is declared, the loader's own per-sample claim maps the position
-        claimed = (declared == UNKNOWN) & (fed.claimed_item != UNKNOWN)
-        items = np.where(claimed, fed.claimed_item, declared) if claimed.any() else declared
-        del claimed
-        wrong = np.zeros(len(fed), dtype=bool)
-        matches = None
+        judged = _judge(fed, stream, committed_key, manifest)
         if manifest is not None:
-            matches = _matches(fed.fingerprint, items, manifest)
-            wrong = committed & (items != UNKNOWN) & ~matches
-            out += self._against_manifest(ctx, fed, wrong, items, epochs, manifest)
-        out += self._claims(ctx, fed, committed, declared, stream)
-        out += self._duplicates(ctx, fed, committed & ~wrong, epochs, items, manifest)
+            out += self._against_manifest(ctx, fed, judged.wrong, stream, manifest)
+        out += self._claims(ctx, fed, judged.claims, stream)
+        out += self._duplicates(ctx, fed, judged, stream, manifest)
         out += self._coverage(ctx, fed, committed_key)
-        out += self._agreement(ctx, fed, wrong, matches)
-        return RuleOutcome(int(committed.sum()), tuple(out), note=note)
+        out += self._agreement(ctx, fed, judged.wrong, stream, manifest)
+        return RuleOutcome(judged.committed, tuple(out), note=note)
 
     # -- the dataset: which manifest, if any ------------------------------------------
 
@@ -286,20 +280,22 @@ class DataIdentity(Rule):
         ctx: RunContext,
         fed: FedSamples,
         wrong: np.ndarray,
-        items: np.ndarray,
-        epochs: np.ndarray,
+        stream: StreamMap,
         manifest: DatasetManifest,
     ) -> list[Violation]:
-        """The committed samples in ``wrong``: an item named, but not its content."""
-        if not wrong.any():
+        """The committed samples ``wrong``: an item named, but not its content."""
+        if not wrong.size:
             return []
-        owners = manifest.items_with(fed.fingerprint[wrong].tolist())
+        fingerprint = fed.fingerprint(wrong)
+        positions = fed.position(wrong)
+        epochs, _, items = _place(stream, positions, fed.claimed_item(wrong))
+        owners = manifest.items_with(fingerprint.tolist())
         out = []
         for (key, cell), rows in _groups(fed, wrong).items():
             parts = []
             for row in rows[:SHOWN]:
-                pos, item = int(fed.position[row]), int(items[row])
-                content = owners.get(int(fed.fingerprint[row]), [])
+                pos, item = int(positions[row]), int(items[row])
+                content = owners.get(int(fingerprint[row]), [])
                 what = (
                     f"item {_items_text(content)}'s"
                     if content
@@ -309,7 +305,7 @@ class DataIdentity(Rule):
                 should = f"item {item}" if 0 <= item < manifest.size else f"item {item} (beyond it)"
                 parts.append(f"position {pos}{where} should be {should} but its content is {what}")
             more = f"; ... {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
-            positions = fed.position[rows]
+            shown = positions[rows]
             out.append(
                 self.violation(
                     f"{len(rows)} sample{_s(len(rows))} fed by cell {cell} in "
@@ -318,33 +314,30 @@ class DataIdentity(Rule):
                     f"sample index names: {'; '.join(parts)}{more}",
                     kind="wrong_content",
                     location=_location(fed.keys[key], cell),
-                    ids=positions.tolist(),
-                    sample_indices=positions.tolist(),
+                    ids=shown.tolist(),
+                    sample_indices=shown.tolist(),
                 )
             )
         return out
 
     def _claims(
-        self,
-        ctx: RunContext,
-        fed: FedSamples,
-        committed: np.ndarray,
-        declared: np.ndarray,
-        stream: StreamMap,
+        self, ctx: RunContext, fed: FedSamples, bad: np.ndarray, stream: StreamMap
     ) -> list[Violation]:
-        """The loader's per-sample item must be the declared order's item for the position."""
-        if not stream.declared:
+        """The loader's per-sample item must be the declared order's item for the position:
+        ``bad``, the committed samples whose claim differs from it."""
+        if not bad.size:
             return []
-        bad = committed & (fed.claimed_item != UNKNOWN) & (declared != UNKNOWN)
-        bad &= fed.claimed_item != declared
+        positions = fed.position(bad)
+        claimed = fed.claimed_item(bad)
+        _, declared, _ = _place(stream, positions, claimed)
         out = []
         for (key, cell), rows in _groups(fed, bad).items():
             shown = "; ".join(
-                f"position {int(fed.position[r])} read item {int(fed.claimed_item[r])} instead "
+                f"position {int(positions[r])} read item {int(claimed[r])} instead "
                 f"of item {int(declared[r])}"
                 for r in rows[:SHOWN]
             )
-            positions = fed.position[rows]
+            listed = positions[rows]
             out.append(
                 self.violation(
                     f"the data loader of cell {cell} in {_key_text(ctx, fed.keys[key])} read "
@@ -352,8 +345,8 @@ class DataIdentity(Rule):
                     f"{shown}",
                     kind="wrong_item",
                     location=_location(fed.keys[key], cell),
-                    ids=positions.tolist(),
-                    sample_indices=positions.tolist(),
+                    ids=listed.tolist(),
+                    sample_indices=listed.tolist(),
                 )
             )
         return out
@@ -362,26 +355,28 @@ class DataIdentity(Rule):
         self,
         ctx: RunContext,
         fed: FedSamples,
-        mask: np.ndarray,
-        epochs: np.ndarray,
-        items: np.ndarray,
+        judged: _Judged,
+        stream: StreamMap,
         manifest: DatasetManifest | None,
     ) -> list[Violation]:
         """Within an epoch, one content trained twice: at two positions, or by two cells."""
-        rows = _duplicate_candidates(fed, mask & (epochs != UNKNOWN), epochs, manifest)
-        if rows.size == 0:
+        chosen = _duplicate_candidates(fed, judged, stream, manifest)
+        if chosen.size == 0:
             return []
+        # the candidates' own arrays; ``rows`` below index into them
+        position = fed.position(chosen)
+        epoch, _, items = _place(stream, position, fed.claimed_item(chosen))
+        fp, cell = fed.fingerprint(chosen), fed.cell(chosen)
+        samples = _Samples(position, fed.key(chosen), cell, items)
         # sorted by (epoch, fingerprint, position, cell), the first feeding of each first
         # (a stable sort); ranks of one cell feeding one position (tensor or context
         # parallel) count once
-        epoch, fp = epochs[rows], fed.fingerprint[rows]
-        position, cell = fed.position[rows], fed.cell[rows]
         order = np.lexsort((cell, position, fp, epoch))
         columns = (epoch[order], fp[order], position[order], cell[order])
         new = np.ones(order.size, dtype=bool)
         new[1:] = np.any([c[1:] != c[:-1] for c in columns], axis=0)
-        kept = order[new]
-        rows, epoch, fp = rows[kept], epoch[kept], fp[kept]
+        rows = order[new]
+        epoch, fp = epoch[rows], fp[rows]
         # groups of one content in one epoch; only those fed at least twice are looked at
         starts = np.flatnonzero(np.r_[True, (epoch[1:] != epoch[:-1]) | (fp[1:] != fp[:-1])])
         sizes = np.diff(np.r_[starts, rows.size])
@@ -393,37 +388,38 @@ class DataIdentity(Rule):
         ):
             members = rows[start : start + size].tolist()
             epoch_of = int(epoch[start])
-            by_two_cells = len({int(fed.position[r]) for r in members}) < len(members)
+            by_two_cells = len({int(position[r]) for r in members}) < len(members)
             if not by_two_cells:
                 named = {int(items[r]) for r in members}
                 if UNKNOWN not in named and len(named) == 1:
                     continue  # the declared order itself repeats the item (a padded epoch)
                 if manifest is not None:
                     continue  # each matched its own item: the dataset holds equal items
-            where = tuple(sorted({(int(fed.key[r]), int(fed.cell[r])) for r in members}))
+            where = tuple(sorted({(int(samples.key[r]), int(cell[r])) for r in members}))
             found[(epoch_of, by_two_cells, where)].append(members)
         out = []
         for (epoch, by_two_cells, where), findings in sorted(found.items()):
-            out.append(self._duplicate(ctx, fed, items, epoch, by_two_cells, where, findings))
+            out.append(self._duplicate(ctx, fed, samples, epoch, by_two_cells, where, findings))
         return out
 
     def _duplicate(
         self,
         ctx: RunContext,
         fed: FedSamples,
-        items: np.ndarray,
+        samples: _Samples,
         epoch: int,
         by_two_cells: bool,
         where: tuple[tuple[int, int], ...],
         findings: list[list[int]],
     ) -> Violation:
-        """One violation for the contents trained twice by the same attempts and cells."""
-        findings = sorted(findings, key=lambda m: min(int(fed.position[r]) for r in m))
+        """One violation for the contents trained twice by the same attempts and cells
+        (``findings``: groups of indices into ``samples``)."""
+        findings = sorted(findings, key=lambda m: min(int(samples.position[r]) for r in m))
         rows = [r for members in findings for r in members]
-        positions = sorted({int(fed.position[r]) for r in rows})
+        positions = sorted({int(samples.position[r]) for r in rows})
         cells = sorted({cell for _, cell in where})
         times = max(len(m) for m in findings)
-        named = [sorted({int(items[r]) for r in m} - {UNKNOWN}) for m in findings]
+        named = [sorted({int(samples.items[r]) for r in m} - {UNKNOWN}) for m in findings]
         same_item = all(len(n) == 1 for n in named)
         if len(findings) == 1:
             what = f"item {named[0][0]} was" if same_item else "the same content was"
@@ -439,9 +435,9 @@ class DataIdentity(Rule):
             more = ""
         else:
             shown = ", ".join(
-                f"position {int(fed.position[r])}"
-                + ("" if same_item else f" (item {int(items[r])})")
-                + f" in {_key_text(ctx, fed.keys[int(fed.key[r])])}"
+                f"position {int(samples.position[r])}"
+                + ("" if same_item else f" (item {int(samples.items[r])})")
+                + f" in {_key_text(ctx, fed.keys[int(samples.key[r])])}"
                 for r in findings[0][:SHOWN]
             )
             more = f"; and {len(findings) - 1} more like it" if len(findings) > 1 else ""
@@ -460,28 +456,28 @@ class DataIdentity(Rule):
         self, ctx: RunContext, fed: FedSamples, committed_key: np.ndarray
     ) -> list[Violation]:
         """Committed samples without a fingerprint, and fed samples outside the allocation."""
-        # the samples are grouped by attempt: one slice per committed attempt
-        bounds = fed.key_bounds()
-        by_key = {
-            fed.keys[k]: unique_sorted(fed.position[bounds[k] : bounds[k + 1]])
-            for k in np.flatnonzero(committed_key).tolist()
-        }
+        index = {fed.keys[k]: k for k in np.flatnonzero(committed_key).tolist()}
         normal = {s.key: all(c.all_normal for c in s.cells.values()) for s in ctx.committed}
         # an attempt may allocate once per micro-batch (gradient accumulation): its
         # allocation is the union of them
-        allocations: dict[StepKey, list[np.ndarray]] = defaultdict(list)
+        allocations: dict[StepKey, list[IntRuns]] = defaultdict(list)
         for a in ctx.allocations:
             if a.key in ctx.committed_keys and a.num_ids:
-                allocations[a.key].append(a.sample_indices.to_array())
+                allocations[a.key].append(a.sample_indices)
+        # the usual case, every attempt fed exactly its allocation, in one numpy pass
+        alike = _fed_as_allocated(fed, index, allocations)
         out = []
         for key, parts in allocations.items():
             incarnation, step, attempt = key
             if step < ctx.since:
                 continue  # incremental: its samples' rows lie before the window
-            allocated = unique_sorted(np.concatenate(parts))
-            seen = by_key.get(key, np.empty(0, dtype=np.int64))
+            if key in alike:
+                continue
+            allocated = unique_sorted(np.concatenate([p.to_array() for p in parts]))
+            at = index.get(key)
+            seen = fed.key_positions(at) if at is not None else np.empty(0, dtype=np.int64)
             if np.array_equal(allocated, seen):
-                continue  # the usual case, without two set differences
+                continue
             missing = np.setdiff1d(allocated, seen, assume_unique=True)
             extra = np.setdiff1d(seen, allocated, assume_unique=True)
             where = _key_text(ctx, key)
@@ -517,36 +513,52 @@ class DataIdentity(Rule):
         ctx: RunContext,
         fed: FedSamples,
         explained: np.ndarray,
-        matches: np.ndarray | None,
+        stream: StreamMap,
+        manifest: DatasetManifest | None,
     ) -> list[Violation]:
-        """Every feeding of one position (any cell, attempt, incarnation) has one content."""
+        """Every feeding of one position (any cell, attempt, incarnation) has one content;
+        the samples ``explained`` (not their item's content) are reported already."""
         if not len(fed):
             return []
         # only a position fed twice can disagree, and it does iff its smallest and
         # largest fingerprints differ: a scatter per slot, not a sort of every sample
         rows, slots = fed.fed_twice()
-        fp = fed.fingerprint[rows]
+        fp = fed.fingerprint(rows)
         low = np.full(int(slots.max()) + 1 if slots.size else 0, np.iinfo(np.int64).max)
         high = np.full(low.size, np.iinfo(np.int64).min)
         np.minimum.at(low, slots, fp)
         np.maximum.at(high, slots, fp)
         rows = rows[(low != high)[slots]]
+        del fp, slots, low, high
         # the disagreeing samples by position, each position's in logging order
-        order = rows[np.argsort(fed.position[rows], kind="stable")]
-        pos = fed.position[order]
-        skip = set(fed.position[explained].tolist())
+        at = fed.position(rows)
+        by_position = np.argsort(at, kind="stable")
+        order, pos = rows[by_position], at[by_position]
+        skip = set(fed.position(explained).tolist())
         conflicted = sorted(set(pos.tolist()) - skip)
+        lo = np.searchsorted(pos, conflicted, side="left")
+        hi = np.searchsorted(pos, conflicted, side="right")
+        fed_fp = fed.fingerprint(order).tolist()
+        pairs = []
+        for a0, b0 in zip(lo.tolist(), hi.tolist(), strict=True):
+            # in logging order: the first feeding is the base
+            other = next(i for i in range(a0 + 1, b0) if fed_fp[i] != fed_fp[a0])
+            pairs.append((int(order[a0]), int(order[other])))
+        bases = np.asarray([b for b, _ in pairs], dtype=np.int64)
+        others = np.asarray([o for _, o in pairs], dtype=np.int64)
+        base_key, other_key = fed.key(bases).tolist(), fed.key(others).tolist()
+        base_cell, other_cell = fed.cell(bases).tolist(), fed.cell(others).tolist()
+        matches = None
+        if manifest is not None:
+            both = np.concatenate((bases, others))
+            _, _, items = _place(stream, fed.position(both), fed.claimed_item(both))
+            matches = _matches(fed.fingerprint(both), items, manifest).tolist()
         groups: dict[tuple[StepKey, StepKey], list[tuple[int, int, int, int, int]]] = defaultdict(
             list
         )
-        lo = np.searchsorted(pos, conflicted, side="left")
-        hi = np.searchsorted(pos, conflicted, side="right")
-        for p, a0, b0 in zip(conflicted, lo.tolist(), hi.tolist(), strict=True):
-            rows = order[a0:b0]  # in logging order: the first feeding is the base
-            base = rows[0]
-            other = next(r for r in rows[1:] if fed.fingerprint[r] != fed.fingerprint[base])
-            a, b = fed.keys[int(fed.key[base])], fed.keys[int(fed.key[other])]
-            groups[(a, b)].append((p, int(fed.cell[base]), int(fed.cell[other]), base, other))
+        for i, p in enumerate(conflicted):
+            a, b = fed.keys[base_key[i]], fed.keys[other_key[i]]
+            groups[(a, b)].append((p, base_cell[i], other_cell[i], i, len(pairs) + i))
         out = []
         for (a, b), hits in groups.items():
             positions = [h[0] for h in hits]
@@ -599,35 +611,142 @@ _NO_MANIFEST = (
 )
 
 
-def _groups(fed: FedSamples, mask: np.ndarray) -> dict[tuple[int, int], list[int]]:
+def _groups(fed: FedSamples, samples: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    """``samples`` (ascending) by the attempt and cell that fed them, in step order; each
+    group lists indices into ``samples``."""
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for row in np.flatnonzero(mask).tolist():
-        groups[(int(fed.key[row]), int(fed.cell[row]))].append(row)
+    keys, cells = fed.key(samples).tolist(), fed.cell(samples).tolist()
+    for i, (key, cell) in enumerate(zip(keys, cells, strict=True)):
+        groups[(key, cell)].append(i)
     return dict(sorted(groups.items(), key=lambda kv: fed.keys[kv[0][0]][1:] + kv[0]))
 
 
-CHUNK = 1 << 20
-"""Samples compared with the manifest at a time: its gathered fingerprints are a
-temporary as large as the chunk, not as the run (41 M samples: 330 MB)."""
+@dataclass(frozen=True)
+class _Samples:
+    """Chosen fed samples' positions, attempts (indices into ``FedSamples.keys``), cells
+    and items, spelled out."""
+
+    position: np.ndarray
+    key: np.ndarray
+    cell: np.ndarray
+    items: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What one pass over the fed samples found; the rest of the rule looks only at the
+    samples named here (or at the runs), so no per-sample array but ``mask`` outlives
+    the pass."""
+
+    committed: int
+    """Fed samples of committed attempts."""
+    wrong: np.ndarray
+    """Committed samples (ascending) whose content is not their item's, by the manifest."""
+    claims: np.ndarray
+    """Committed samples (ascending) whose loader read another item than the declared."""
+    mask: np.ndarray
+    """Per sample: committed, not ``wrong``, in a known epoch (FT008 looks for repeats
+    among these)."""
+    mask_keys: np.ndarray
+    """Per attempt (over ``FedSamples.keys``): whether any sample of ``mask`` is its."""
+
+
+def _judge(
+    fed: FedSamples,
+    stream: StreamMap,
+    committed_key: np.ndarray,
+    manifest: DatasetManifest | None,
+) -> _Judged:
+    """Each sample against its item, a chunk of samples at a time."""
+    mask = np.zeros(len(fed), dtype=bool)
+    mask_keys = np.zeros(len(fed.keys), dtype=bool)
+    wrong: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+    claims: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+    committed_n = 0
+    for chunk in fed.chunks():
+        committed = committed_key[chunk.key]
+        committed_n += int(committed.sum())
+        epochs, declared, items = _place(stream, chunk.position, chunk.claimed_item)
+        ok = committed & (epochs != UNKNOWN)
+        if manifest is not None:
+            bad = committed & (items != UNKNOWN) & ~_matches(chunk.fingerprint, items, manifest)
+            wrong.append(np.flatnonzero(bad) + chunk.lo)
+            ok &= ~bad
+        if stream.declared:
+            claimed = chunk.claimed_item
+            other = committed & (claimed != UNKNOWN) & (declared != UNKNOWN)
+            other &= claimed != declared
+            claims.append(np.flatnonzero(other) + chunk.lo)
+        mask[chunk.rows] = ok
+        mask_keys[chunk.key[ok]] = True
+    return _Judged(committed_n, np.concatenate(wrong), np.concatenate(claims), mask, mask_keys)
+
+
+def _fed_as_allocated(
+    fed: FedSamples, index: dict[StepKey, int], allocations: dict[StepKey, list[IntRuns]]
+) -> set[StepKey]:
+    """The attempts of ``allocations`` whose fed positions are exactly their allocated
+    ones (as sets), found without a numpy call per attempt; an empty set where the
+    positions span too wide a range to number them all in int64."""
+    keys = list(allocations)
+    group = np.full(len(fed.keys), -1, dtype=np.int64)
+    for g, key in enumerate(keys):
+        if key in index:
+            group[index[key]] = g
+    runs = fed.runs
+    fed_group = group[runs.key] if runs.key.size else np.empty(0, dtype=np.int64)
+    chosen = fed_group >= 0
+    starts: list[int] = []
+    lengths: list[int] = []
+    groups: list[int] = []
+    for g, parts in enumerate(allocations.values()):
+        for p in parts:
+            starts += p.starts
+            lengths += p.lengths
+            groups += [g] * len(p.starts)
+    start = runs.start[chosen]
+    fed_spans = grouped_spans(fed_group[chosen], start, start + runs.length[chosen])
+    start = np.asarray(starts, dtype=np.int64)
+    allocated = grouped_spans(
+        np.asarray(groups, dtype=np.int64), start, start + np.asarray(lengths, dtype=np.int64)
+    )
+    if fed_spans is None or allocated is None:
+        return set()
+    n = len(keys)
+    a_count = np.bincount(allocated[0], minlength=n)
+    f_count = np.bincount(fed_spans[0], minlength=n)
+    same = a_count == f_count
+    # where both list as many spans, they line up one to one
+    a_in, f_in = same[allocated[0]], same[fed_spans[0]]
+    differ = (allocated[1][a_in] != fed_spans[1][f_in]) | (allocated[2][a_in] != fed_spans[2][f_in])
+    same[allocated[0][a_in][differ]] = False
+    return {keys[g] for g in np.flatnonzero(same).tolist()}
+
+
+def _place(
+    stream: StreamMap, positions: np.ndarray, claimed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per sample: its epoch, the declared order's item, and its item (the declared one,
+    else the loader's own claim where no order is declared)."""
+    epochs, declared = stream.locate(positions)
+    by_claim = (declared == UNKNOWN) & (claimed != UNKNOWN)
+    items = np.where(by_claim, claimed, declared) if by_claim.any() else declared
+    return epochs, declared, items
 
 
 def _matches(fingerprint: np.ndarray, items: np.ndarray, manifest: DatasetManifest) -> np.ndarray:
     """Per sample: its item is one of the manifest's and it fed that item's fingerprint."""
-    out = np.empty(fingerprint.size, dtype=bool)
     last = manifest.size - 1
-    for lo in range(0, fingerprint.size, CHUNK):
-        item = items[lo : lo + CHUNK]
-        known = (item >= 0) & (item <= last)
-        expected = manifest.fingerprints[np.clip(item, 0, max(last, 0))] if last >= 0 else item
-        out[lo : lo + CHUNK] = known & (fingerprint[lo : lo + CHUNK] == expected)
-    return out
+    known = (items >= 0) & (items <= last)
+    expected = manifest.fingerprints[np.clip(items, 0, max(last, 0))] if last >= 0 else items
+    return known & (fingerprint == expected)
 
 
 def _duplicate_candidates(
-    fed: FedSamples, mask: np.ndarray, epochs: np.ndarray, manifest: DatasetManifest | None
+    fed: FedSamples, judged: _Judged, stream: StreamMap, manifest: DatasetManifest | None
 ) -> np.ndarray:
-    """The samples of ``mask`` (ascending) that may share an (epoch, content) group with
-    another: every member of each such group, so the groups judged are whole.
+    """The samples of ``judged.mask`` (ascending) that may share an (epoch, content) group
+    with another: every member of each such group, so the groups judged are whole.
 
     Sorting every committed sample by four keys cost most of FT008's time and memory.
     Without a manifest, any group of two or more may be a finding: the samples whose
@@ -636,31 +755,45 @@ def _duplicate_candidates(
     content at two positions matched its own item each): the contents fed at positions
     that two committed runs fed, and every sample of those contents.
     """
+    mask = judged.mask
     if manifest is None:
-        rows = np.flatnonzero(mask)
-        mixed = fed.fingerprint[rows].view(np.uint64) ^ (
-            epochs[rows].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-        )
-        return rows[_repeated(mixed)]
-    twice, _ = fed.fed_twice(_keys_of(fed, mask))
+        # the hashes of every candidate, sorted in place: the repeated ones, then a
+        # second pass for the samples that hold them
+        hashes = np.empty(int(mask.sum()), dtype=np.uint64)
+        at = 0
+        for chunk in fed.chunks():
+            mixed = _mixed(chunk, stream, mask[chunk.rows])
+            hashes[at : at + mixed.size] = mixed
+            at += mixed.size
+        hashes.sort()
+        again = np.unique(hashes[1:][hashes[1:] == hashes[:-1]])
+        del hashes
+        if again.size == 0:
+            return np.empty(0, dtype=np.int64)
+        found = [np.empty(0, dtype=np.int64)]
+        for chunk in fed.chunks():
+            kept = mask[chunk.rows]
+            rows = np.flatnonzero(kept) + chunk.lo
+            found.append(rows[_member(_mixed(chunk, stream, kept), again)])
+        return np.concatenate(found)
+    twice, _ = fed.fed_twice(judged.mask_keys)
     twice = twice[mask[twice]]
     if twice.size == 0:
         return twice
-    contents = np.unique(fed.fingerprint[twice])
-    rows = np.flatnonzero(mask)
-    return rows[_member(fed.fingerprint[rows], contents)]
+    contents = np.unique(fed.fingerprint(twice))
+    found = [np.empty(0, dtype=np.int64)]
+    for chunk in fed.chunks():
+        hit = mask[chunk.rows] & _member(chunk.fingerprint, contents)
+        found.append(np.flatnonzero(hit) + chunk.lo)
+    return np.concatenate(found)
 
 
-def _keys_of(fed: FedSamples, mask: np.ndarray) -> np.ndarray:
-    """Over :attr:`FedSamples.keys`: whether any sample of ``mask`` has that attempt."""
-    return np.bincount(fed.key[mask], minlength=len(fed.keys)) > 0
-
-
-def _repeated(values: np.ndarray) -> np.ndarray:
-    """A mask over ``values``: those that occur more than once."""
-    ordered = np.sort(values)
-    again = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-    return _member(values, again)
+def _mixed(chunk: FedChunk, stream: StreamMap, kept: np.ndarray) -> np.ndarray:
+    """The (epoch, fingerprint) hash of the chunk's samples where ``kept``."""
+    epochs, _ = stream.locate(chunk.position[kept])
+    return chunk.fingerprint[kept].view(np.uint64) ^ (
+        epochs.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    )
 
 
 def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
