@@ -262,13 +262,17 @@ def load_fed(ctx: RunContext) -> FedSamples:
                FROM sample_fingerprints)"""
     kept = "WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)"
     # the totals first, so the per-sample arrays are filled in place, never regrown
-    (count,) = ctx.session.rows(
+    counted = ctx.session.rows(
         f"""{sized} SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS total,
                            CAST(coalesce(sum(n_items), 0) AS BIGINT) AS claims
             FROM sized {kept}""",
         label="sample fingerprint count",
+        needs=("sample_fingerprints",),
     )
-    read = _FedReader(count["total"], claimed=count["claims"] > 0)
+    total = counted[0]["total"] if counted else 0
+    read = _FedReader(total, claimed=bool(counted) and counted[0]["claims"] > 0)
+    if not total:
+        return read.done()
     for batch in ctx.session.batches(
         f"""{sized}
            SELECT incarnation, step, attempt, writer, seq, cell, starts, lengths,
