@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
-from collections.abc import Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ftaudit.verifier.context import CommittedStep, RunContext
+from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank, judged_rank_rows
-from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.spans import Spans, union_all
 
 GRADIENTS = """
@@ -23,189 +20,47 @@ GRADIENTS = """
 GRADIENT_IDS = """
     SELECT DISTINCT incarnation, step, attempt, nonzero_ids FROM witness_gradient"""
 
-READINGS = """
-    SELECT incarnation, step, attempt, source_role, cell, rank, seq, segment, counters
-    FROM step_applied
-    WHERE incarnation IS NOT NULL AND step IS NOT NULL AND attempt IS NOT NULL
-      AND cell IS NOT NULL"""
-"""Every counter reading a rank logged after an attempt (one that names no attempt of a
-cell is no reading of the committed history)."""
-
-READINGS_OF = READINGS + " AND list_contains($1, segment)"
-"""The readings of some segments: those new to a follower's window."""
+COUNTER_JUMPS = """
+    WITH last_end AS (
+        SELECT incarnation, step, attempt, cells FROM committed_steps
+        QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt ORDER BY seq DESC) = 1),
+    outcomes AS (
+        SELECT incarnation, step, attempt, unnest(map_keys(cells)) AS cell,
+               unnest(map_values(cells)) AS result
+        FROM last_end),
+    normal AS (
+        SELECT incarnation, step, attempt, cell FROM outcomes
+        WHERE NOT coalesce(result.errored, false) AND len(result.ranks) > 0
+          AND list_bool_and(list_transform(result.ranks, lambda r: r = 'normal'))),
+    readings AS (
+        SELECT incarnation, step, attempt, coalesce(source_role, '') AS role, cell, rank,
+               segment, counters
+        FROM step_applied
+        QUALIFY row_number() OVER (PARTITION BY incarnation, step, attempt, source_role,
+                                                cell, rank ORDER BY seq DESC) = 1),
+    series AS (
+        SELECT r.incarnation, r.step, r.attempt, r.role, r.cell, r.rank, r.segment,
+               unnest(map_keys(r.counters)) AS name, unnest(map_values(r.counters)) AS value
+        FROM readings r JOIN normal n USING (incarnation, step, attempt, cell)),
+    paired AS (
+        SELECT *, lag(value) OVER w AS prev_value, lag(step) OVER w AS prev_step,
+               lag(attempt) OVER w AS prev_attempt, lag(incarnation) OVER w AS prev_incarnation,
+               lag(segment) OVER w AS prev_segment
+        FROM series
+        WINDOW w AS (PARTITION BY role, cell, rank, name ORDER BY step, incarnation, attempt))
+    SELECT * FROM paired
+    WHERE prev_step IS NOT NULL AND value - prev_value <> step - prev_step AND step >= ?
+    ORDER BY role, cell, rank, name, step, incarnation, attempt"""
+"""Each counter reading of a rank after a committed attempt that its cell finished
+normally (the rank's last ``step_applied`` of the attempt; the driver's last step end of
+it), against the rank's previous such reading of the same counter, where the counter did
+not grow by the committed steps between them: only the jumps, from the first step under
+judgement on. Every reading counts as a previous one, also before an incremental window
+(the first judged one grows from it)."""
 
 
 CHECKED = """
     SELECT (SELECT count(*) FROM witness_gradient) + (SELECT count(*) FROM step_applied) AS n"""
-
-
-_Logged = tuple[int, int, int, str | None, int, int | None]
-"""A reading's (incarnation, step, attempt, source_role, cell, rank): one a rank logs
-after each attempt (a second one of the same attempt, the last by sequence number, wins)."""
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One logged ``step_applied`` row."""
-
-    seq: int
-    segment: str
-    counters: dict[str, int | None]
-
-
-class CounterLog(SegmentFed):
-    """The ranks' counter readings, per rank and in step order (see :class:`SegmentFed`).
-
-    Each counter of a reading is checked against the same counter's previous reading of
-    the same rank after a committed attempt its cell finished normally (the driver's
-    last step end of the attempt): it must have grown by the committed steps between
-    them. Which attempts are committed changes when an incarnation resumes from an
-    earlier checkpoint, so the readings are all kept, and skipped while judging.
-    """
-
-    event_type = "step_applied"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._rows: dict[_Logged, list[_Row]] = {}
-        self._by_segment: dict[str, list[_Logged]] = {}
-        self._steps: dict[TrainerRank, list[tuple[int, int, int]]] = {}
-        """Per rank, the (step, incarnation, attempt) of its readings, sorted."""
-        self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
-
-    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        if segments is None:
-            rows = ctx.rows(READINGS, label="FT011 readings")
-        else:
-            rows = ctx.rows(READINGS_OF, [list(segments)], label="FT011 readings")
-        for r in rows:
-            key = (
-                r["incarnation"],
-                r["step"],
-                r["attempt"],
-                r["source_role"],
-                r["cell"],
-                r["rank"],
-            )
-            logged = self._rows.get(key)
-            if logged is None:
-                logged = self._rows[key] = []
-                who, at = _who(key), _order(key)
-                if (who, at) not in self._at:
-                    insort(self._steps.setdefault(who, []), at)
-                self._at.setdefault((who, at), []).append(key)
-            items = r["counters"].items() if isinstance(r["counters"], dict) else r["counters"]
-            logged.append(_Row(r["seq"], r["segment"], dict(items or ())))
-            self._by_segment.setdefault(r["segment"], []).append(key)
-
-    def drop(self, segment: str) -> None:
-        # a key once: a rank may log an attempt twice in one segment (a step applied twice)
-        for key in dict.fromkeys(self._by_segment.pop(segment, ())):
-            logged = [row for row in self._rows[key] if row.segment != segment]
-            if logged:
-                self._rows[key] = logged
-                continue
-            del self._rows[key]
-            who, at = _who(key), _order(key)
-            keys = self._at[(who, at)]
-            keys.remove(key)
-            if not keys:
-                del self._at[(who, at)]
-                steps = self._steps[who]
-                del steps[bisect_left(steps, at)]
-                if not steps:
-                    del self._steps[who]
-
-    def jumps(self, ctx: RunContext) -> list[tuple[str, RankRow, int, RankRow, int]]:
-        """Each counter reading from step ``ctx.since`` on that did not grow by the
-        committed steps since the previous one: (name, previous, its value, this reading,
-        its value), by rank, counter name and step."""
-        normal = _normal_cells(ctx.committed)
-        out = []
-        for who, steps in self._steps.items():
-            for i in range(bisect_left(steps, (ctx.since,)), len(steps)):
-                for key in self._at[(who, steps[i])]:
-                    if _cell_of(key) not in normal:
-                        continue
-                    row = self._last(key)
-                    for name, value in row.counters.items():
-                        found = self._previous(who, steps, i, name, normal)
-                        if found is None:
-                            continue
-                        prev_key, prev = found
-                        prev_value = prev.counters[name]
-                        if value is None or prev_value is None:
-                            continue
-                        if value - prev_value != key[1] - prev_key[1]:
-                            out.append(
-                                (
-                                    name,
-                                    _rank_row(who, prev_key, prev),
-                                    prev_value,
-                                    _rank_row(who, key, row),
-                                    value,
-                                )
-                            )
-        out.sort(key=_jump_order)
-        return out
-
-    def _last(self, key: _Logged) -> _Row:
-        """The reading of ``key`` that counts: the last one the rank logged."""
-        return max(self._rows[key], key=lambda row: row.seq)
-
-    def _previous(
-        self,
-        who: TrainerRank,
-        steps: list[tuple[int, int, int]],
-        i: int,
-        name: str,
-        normal: set[tuple[int, int, int, int]],
-    ) -> tuple[_Logged, _Row] | None:
-        """The last reading of ``name`` before ``steps[i]`` that counts (None: none)."""
-        for j in range(i - 1, -1, -1):
-            for key in self._at[(who, steps[j])]:
-                if _cell_of(key) not in normal:
-                    continue
-                row = self._last(key)
-                if name in row.counters:
-                    return key, row
-        return None
-
-
-def _who(key: _Logged) -> TrainerRank:
-    return TrainerRank(key[3] or "", key[4], key[5])  # type: ignore[arg-type]
-
-
-def _order(key: _Logged) -> tuple[int, int, int]:
-    """Where a reading falls in its rank's series: by step, then incarnation, attempt."""
-    return (key[1], key[0], key[2])
-
-
-def _cell_of(key: _Logged) -> tuple[int, int, int, int]:
-    return (key[0], key[1], key[2], key[4])
-
-
-def _normal_cells(committed: list[CommittedStep]) -> set[tuple[int, int, int, int]]:
-    """(incarnation, step, attempt, cell) of each cell that finished a committed attempt
-    normally, by the driver's last step end of the attempt."""
-    last = {s.key: s for s in committed}  # in sequence order: the last one stays
-    return {
-        (*key, cell)
-        for key, s in last.items()
-        for cell, result in s.cells.items()
-        if result.all_normal
-    }
-
-
-def _rank_row(who: TrainerRank, key: _Logged, row: _Row) -> RankRow:
-    return RankRow(who, key[0], key[1], key[2], row.segment, {})
-
-
-def _jump_order(jump: tuple[str, RankRow, int, RankRow, int]) -> tuple[object, ...]:
-    name, _, _, cur, _ = jump
-    who = cur.who
-    rank = (who.rank is None, who.rank or 0)
-    return (who.role, who.cell, rank, name, cur.step, cur.incarnation, cur.attempt)
 
 
 @dataclass(frozen=True)
@@ -305,10 +160,20 @@ class ApplicationCount(Rule):
         return out
 
     def _counters(self, ctx: RunContext) -> list[Violation]:
-        return [
-            self._counter_violation(name, _Reading(prev, prev_value), _Reading(cur, value))
-            for name, prev, prev_value, cur, value in ctx.kept(CounterLog).jumps(ctx)
-        ]
+        _ = ctx.committed  # a driver's cells that cannot be read fail here, as in every rule
+        out = []
+        for r in ctx.rows(COUNTER_JUMPS, [ctx.since], label="FT011 counters"):
+            who = TrainerRank.of(r)
+            prev = RankRow(
+                who, r["prev_incarnation"], r["prev_step"], r["prev_attempt"], r["prev_segment"], r
+            )
+            cur = RankRow(who, r["incarnation"], r["step"], r["attempt"], r["segment"], r)
+            out.append(
+                self._counter_violation(
+                    r["name"], _Reading(prev, int(r["prev_value"])), _Reading(cur, int(r["value"]))
+                )
+            )
+        return out
 
     def _counter_violation(self, name: str, prev: _Reading, cur: _Reading) -> Violation:
         grew, steps = cur.grew(prev), cur.steps(prev)
