@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from ftaudit.cli.verify_cmd import build_app
 from ftaudit.synth import synthesize
 from tests.support.cli import check_exit
+from tests.support.processes import as_foreground_job
 from tests.support.synth_runs import small_synth
 
 BIN = Path(sys.executable).parent
@@ -73,6 +74,7 @@ def _follower(run_dir: Path, stdout: Path, *args: str) -> subprocess.Popen[str]:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "NO_COLOR": "1"},
+            preexec_fn=as_foreground_job,
         )
 
 

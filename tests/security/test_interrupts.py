@@ -19,6 +19,7 @@ import pytest
 
 from ftaudit.cli.sql_cmd import DEFAULT_TIMEOUT_S
 from tests.support.cli import Invoke, check_exit
+from tests.support.processes import as_foreground_job
 
 ENDLESS = {
     "aggregate": "SELECT sum(hash(range)) FROM range(100000000000000)",
@@ -41,7 +42,12 @@ def _cpu_seconds(pid: int) -> float:
 def _start(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "NO_COLOR": "1"}
     return subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=as_foreground_job,
     )
 
 

@@ -1,4 +1,5 @@
-"""Launching process trees (torchrun and its ranks) from tests without leaving orphans."""
+"""Launching processes from tests: process trees (torchrun and its ranks) without leaving
+orphans, and commands a test presses Ctrl-C in."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def run_group(
             f"{' '.join(args)} timed out after {timeout:.0f} s\n{out[-3000:]}{err[-3000:]}"
         ) from None
     return subprocess.CompletedProcess(list(args), proc.returncode, out, err)
+
+
+def as_foreground_job() -> None:
+    """``preexec_fn`` for a command a test stops with SIGINT: Ctrl-C reaches it as it would a
+    terminal's foreground job.
+
+    When the tests themselves run as a shell's background job (``pytest ... &``), their
+    children inherit SIGINT ignored, and ftaudit rightly leaves an ignored Ctrl-C alone:
+    without this the test would measure how it was launched, not the command.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
