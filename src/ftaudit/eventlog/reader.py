@@ -221,11 +221,17 @@ def torn_rows(path: Path) -> int | None:
 
 def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
     """A built-in event type's columns have the types its model maps to (a missing column is
-    an older segment and fine; a retyped one would mislead every query and rule)."""
+    an older segment and fine; a retyped one would mislead every query and rule), and none
+    is unknown to its model: a renamed column (a damaged footer) would read as missing."""
     for name in meta.types:
         event_type = default_registry.get(name)
         if event_type is None:
             continue  # a user type: the session checks that it is registered
+        known = {f.name for f in event_type.arrow_fields}
+        prefix = f"{name}."
+        for column in schema.names:
+            if column.startswith(prefix) and column not in known:
+                raise CorruptSegmentError(path, f"column {column!r} is not a field of {name}")
         for want in event_type.arrow_fields:
             i = schema.get_field_index(want.name)
             if i >= 0 and not schema.field(i).type.equals(want.type):

@@ -25,6 +25,15 @@ def sample_skipped(b: RunBuilder, order: bool | None = True) -> None:
     run.finish()
 
 
+def no_samples_at_all(b: RunBuilder) -> None:
+    """Every committed step's allocation is empty (e.g. all rollouts filtered): once a crash
+    in FT005 (no highest committed index to look below)."""
+    run = b.start(deterministic_order=True)
+    run.train(0, [])
+    run.train(1, [])
+    run.finish()
+
+
 def _replay(b: RunBuilder, order: bool | None) -> None:
     run = b.start(deterministic_order=order)
     for step in range(3):
@@ -58,6 +67,7 @@ def loader_restart(offset: int) -> Build:
 
 CASES: tuple[Case, ...] = (
     Case("a restart trains each sample once", restart_ok),
+    Case("committed steps that hold no samples at all", no_samples_at_all),
     Case(
         "a sample index trained in two committed steps",
         sample_twice,

@@ -194,6 +194,8 @@ class SampleExactlyOnce(Rule):
 
     def _skipped(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
         trained = union_all(Spans.of(*_sample_spans(a)) for a in committed)
+        if not trained:  # committed steps of no samples: nothing lies below a highest index
+            return []
         top = int(trained.ends[-1])
         # incremental: only the loaded steps' samples are known; earlier ones were checked
         bottom = 0 if ctx.scope is None else int(trained.starts[0])
