@@ -20,7 +20,8 @@ from ftaudit.eventlog import (
     read_records,
 )
 from ftaudit.eventlog.arrow_schema import strip_optional
-from ftaudit.eventlog.events import BUILTIN_EVENTS
+from ftaudit.eventlog.events import BUILTIN_EVENTS, SCHEMA_VERSION
+from ftaudit.eventlog.layouts import FIELDS_ADDED, required_since
 
 SNAPSHOT = Path(__file__).with_name("schema_snapshot.json")
 
@@ -146,3 +147,34 @@ def test_an_optional_constrained_field_is_stored(tmp_path: Path):
     con = connect(tmp_path, registry=registry)
     assert con.execute("SELECT step, ratio, how FROM clipped").fetchall() == [(3, 0.5, "norm")]
     assert strip_optional(Clipped.model_fields["how"].annotation) == Literal["norm", "value"]
+
+
+LAYOUTS = Path(__file__).with_name("schema_layouts.json")
+"""Per schema version, the columns a segment holding each type always holds. Frozen: a
+version's layout never changes once released; a new version adds its own entry."""
+
+
+def test_each_versions_layout_is_recorded():
+    """Readers refuse a segment that lacks a column its version holds (a missing column
+    is an older segment's only when it is older than the field): so a field added to a
+    built-in type needs a new ``SCHEMA_VERSION`` and its entry in ``eventlog/layouts.py``,
+    and a new type joins the current version's layout here."""
+    layouts = json.loads(LAYOUTS.read_text())
+    assert max(map(int, layouts)) == SCHEMA_VERSION
+    for version, types in layouts.items():
+        for name, fields in types.items():
+            event_type = default_registry[name]
+            since = {n: required_since(event_type, n) for n, _ in event_type.fields}
+            held = [n for n, v in since.items() if v <= int(version)]
+            assert sorted(held) == fields, (version, name)
+    current = {t.name: sorted(n for n, _ in t.fields) for t in default_registry}
+    assert layouts[str(SCHEMA_VERSION)] == current
+
+
+def test_fields_added_after_version_1_have_defaults():
+    """An older segment lacks them: the model's default must stand in."""
+    for name, fields in FIELDS_ADDED.items():
+        model = default_registry[name].model
+        for field, version in fields.items():
+            assert 1 < version <= SCHEMA_VERSION, (name, field)
+            assert not model.model_fields[field].is_required(), (name, field)

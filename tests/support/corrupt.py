@@ -181,7 +181,7 @@ def retype_envelope(run: Path, rng: random.Random) -> str:
 def retype_payload(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
     table, meta = load_segment(seg)
-    payload = [n for n in table.column_names if n not in ENVELOPE_COLUMNS]
+    payload = _payload(table)
     if not payload:
         return retype_envelope(run, rng)
     column = rng.choice(payload)
@@ -332,6 +332,20 @@ def forged_id_range(run: Path, rng: random.Random) -> str:
     return forge_id_set(run, rng, rng.choice(ID_SETS), FORGED_RUNS[kind])
 
 
+def dropped_column(run: Path, rng: random.Random) -> str:
+    """A payload column removed with pyarrow, digest recomputed: the segment is well formed
+    but lacks a column its schema version holds, so its rows would read as defaults."""
+    seg = rng.choice([s for s in segments(run) if _payload(load_segment(s)[0])])
+    table, meta = load_segment(seg)
+    column = rng.choice(_payload(table))
+    forge_digest(seg, table.drop_columns([column]), meta)
+    return f"drop column {column} of {seg.name} with a recomputed digest"
+
+
+def _payload(table: pa.Table) -> list[str]:
+    return [n for n in table.column_names if n not in ENVELOPE_COLUMNS]
+
+
 def reorder_rows(run: Path, rng: random.Random) -> str:
     seg = _pick(run, rng)
     table, meta = load_segment(seg)
@@ -389,6 +403,7 @@ CORRUPTIONS: dict[str, Corruption] = {
         remove_row,
         insert_row,
         forged_id_range,
+        dropped_column,
     )
 }
 

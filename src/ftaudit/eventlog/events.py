@@ -8,7 +8,8 @@ when left unset, the writer takes them from :func:`ftaudit.eventlog.context.step
 
 Schema rules (checked by ``tests/eventlog/test_schema_snapshot.py``): add fields only at
 the top level of an event and always with a default, so older segments still read;
-never rename or retype a field.
+raise :data:`SCHEMA_VERSION` and record the field in ``eventlog/layouts.py`` (which
+version added it); never rename or retype a field.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftaudit.eventlog.intruns import IntRuns
 
-SCHEMA_VERSION = 1
-"""Recorded in every segment; readers refuse segments of a newer version."""
+SCHEMA_VERSION = 2
+"""Recorded in every segment; readers refuse segments of a newer version, and refuse a
+segment that lacks a column its version holds (``eventlog/layouts.py``)."""
 
 
 class Event(BaseModel):

@@ -54,7 +54,9 @@ def merged(originals: Sequence[Original], *, keyed: bool) -> tuple[pa.Table, Seg
         [o.table.replace_schema_metadata(None) for o in originals], promote_options="default"
     )
     meta = SegmentMeta(
-        schema_version=max(o.meta.schema_version for o in originals),
+        # the oldest layout it holds: a type only an older original holds may lack a
+        # column that a newer version requires (eventlog/layouts.py)
+        schema_version=min(o.meta.schema_version for o in originals),
         run_id=first.run_id,
         writer=first.writer,
         incarnation=first.incarnation,

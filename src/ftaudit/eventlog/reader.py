@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from ftaudit.errors import CorruptSegmentError, SegmentVanishedError, UnknownEventTypeError
 from ftaudit.eventlog.arrow_schema import from_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION
+from ftaudit.eventlog.layouts import missing_column
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments, relisting
@@ -79,14 +80,16 @@ class FooterChecks:
 
     def __init__(self) -> None:
         self.schemas: dict[pa.Schema, pa.Schema] = {}
-        self._checked: set[tuple[int, tuple[str, ...]]] = set()
+        self._checked: set[tuple[int, tuple[str, ...], int]] = set()
 
     def intern(self, schema: pa.Schema) -> pa.Schema:
         return self.schemas.setdefault(schema, schema)
 
     def columns(self, path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
         """The envelope and built-in payload columns are there with their types."""
-        key = (id(schema), meta.types)  # ``schema`` is interned: its id names its shape
+        # ``schema`` is interned: its id names its shape; the version says which columns
+        # of its types a segment must hold
+        key = (id(schema), meta.types, meta.schema_version)
         if key in self._checked:
             return
         try:
@@ -220,9 +223,11 @@ def torn_rows(path: Path) -> int | None:
 
 
 def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
-    """A built-in event type's columns have the types its model maps to (a missing column is
-    an older segment and fine; a retyped one would mislead every query and rule), and none
-    is unknown to its model: a renamed column (a damaged footer) would read as missing."""
+    """A built-in event type's columns have the types its model maps to (a retyped one would
+    mislead every query and rule), none is unknown to its model (a renamed column, from a
+    damaged footer, would read as missing), and none is missing that a segment of its
+    schema version holds (``eventlog/layouts.py``: only an older segment lacks a column)."""
+    present = set(schema.names)
     for name in meta.types:
         event_type = default_registry.get(name)
         if event_type is None:
@@ -238,6 +243,13 @@ def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> No
                 raise CorruptSegmentError(
                     path, f"column {want.name!r} is {schema.field(i).type}, not {want.type}"
                 )
+        missing = missing_column(event_type, meta.schema_version, present)
+        if missing is not None:
+            raise CorruptSegmentError(
+                path,
+                f"column {missing!r} is missing, but segments of schema version "
+                f"{meta.schema_version} hold it",
+            )
 
 
 def scan_run(
