@@ -19,7 +19,16 @@ import pytest
 
 import ftaudit.eventlog.writer as writer
 from ftaudit.errors import CorruptSegmentError
-from ftaudit.eventlog import scan_run
+from ftaudit.eventlog import (
+    ChecksumWhen,
+    Metric,
+    RunLog,
+    Trainer,
+    TrainerWeightChecksum,
+    WriterOptions,
+    scan_run,
+)
+from ftaudit.eventlog.compact import compact_run
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.layouts import FIELDS_ADDED
 from ftaudit.eventlog.segment import SegmentMeta, build_table
@@ -27,6 +36,7 @@ from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import dropped_column, load_segment, segments
 from tests.support.runs import write_run
 
+OPTIONS = WriterOptions(fsync=False, flush_interval_s=3600)
 LATER = ("trainer_weight_checksum.replica_local", "sample_advantage_summary.pure_advantage_loss")
 """Fields added while version 1 was current: a version-1 segment may lack them."""
 
@@ -112,3 +122,26 @@ def test_a_column_dropped_from_a_sealed_segment_is_refused(
     result = ftaudit("verify", run)
     check_exit(result, 2)
     assert "is missing, but segments of schema version" in result.stderr, (what, result.stderr)
+
+
+def test_a_compacted_segment_keeps_its_oldest_layout(
+    sealed_without: dict[str, object], tmp_path: Path
+) -> None:
+    """Merged, a version-1 original lacking a later column and a version-2 original that
+    holds none of its type make one segment: its version is the oldest original's, so the
+    missing column stays an older layout's, not a damaged one's."""
+    sealed_without.update(drop=LATER, version=1)
+    run = RunLog.start(tmp_path / "run", buffer_size=8, options=OPTIONS)
+    trainer = run.writer(Trainer(cell_index=0, rank_within_cell=0))
+    after = ChecksumWhen.AFTER_STEP
+    trainer.log(TrainerWeightChecksum(step=0, when=after, cell=0, rank=0, hashes={"w": "aa"}))
+    trainer.flush()
+    sealed_without.update(drop=(), version=SCHEMA_VERSION)
+    trainer.log(Metric(step=0, attempt=0, values={"loss": 1.0}))
+    trainer.flush()
+    trainer.close()
+    run.close()
+    compact_run(run.run_dir, target_rows=1_000)
+    (merged,) = [s for s in scan_run(run.run_dir).segments if s.meta.parts]
+    assert merged.meta.schema_version == 1
+    assert LATER[0] not in merged.schema.names
