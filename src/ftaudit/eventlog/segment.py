@@ -15,7 +15,7 @@ from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,14 +23,15 @@ import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import consecutive_repeats, constant_strings, int64_numpy
 from ftaudit.eventlog.arrow_schema import to_arrow
-from ftaudit.eventlog.atomic import write_bytes_atomically
-from ftaudit.eventlog.batch import Batch, Rows
-from ftaudit.eventlog.context import StepAttempt
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, segment_mac
 from ftaudit.eventlog.record import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import EventRegistry
+
+if TYPE_CHECKING:  # the writer's side: a verifier reading footers never imports it
+    from ftaudit.eventlog.batch import Batch, Rows
+    from ftaudit.eventlog.context import StepAttempt
 
 META_PREFIX = "ftaudit."
 
@@ -467,6 +468,8 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | 
     of that digest can be patched into its footer; a failed write removes its temp file.
     Returns the digest.
     """
+    from ftaudit.eventlog.atomic import write_bytes_atomically
+
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **PARQUET_OPTIONS)
     data = bytearray(sink.getvalue().to_pybytes())
