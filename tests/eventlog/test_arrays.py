@@ -1,4 +1,5 @@
-"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions,
+"""The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions (the list
+helpers with ``pyarrow.compute``'s),
 ``unique_sorted`` with ``np.unique``, ``in_sorted`` with ``np.isin``, and a column converted
 once per run of repeats with the same column converted value by value."""
 
@@ -18,6 +19,8 @@ from ftaudit.eventlog.arrays import (
     constant_strings,
     in_sorted,
     int64_numpy,
+    list_lengths,
+    list_values,
     unique_sorted,
 )
 from ftaudit.eventlog.arrow_schema import to_arrow
@@ -113,3 +116,21 @@ def test_looking_items_up_in_a_manifest_imports_no_numpy_ma() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+LISTS = [[1, 2], None, [], [3], None, [4, 5, 6], []]
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize(("start", "stop"), [(0, 7), (1, 5), (3, 7), (2, 2), (0, 0)])
+def test_list_helpers_are_the_compute_kernels(large: bool, start: int, stop: int) -> None:
+    import pyarrow.compute as pc
+
+    kind = pa.large_list(pa.int64()) if large else pa.list_(pa.int64())
+    for lists in (LISTS, [v for v in LISTS if v is not None]):
+        column = pa.array(lists, kind).slice(start, stop - start)
+        flat = pc.list_flatten(column)
+        assert list_values(column).tolist() == flat.to_pylist()
+        lengths = pc.list_value_length(column).to_pylist()
+        assert list_lengths(column).tolist() == [n or 0 for n in lengths]
+        assert list_values(column).dtype == list_lengths(column).dtype == np.int64

@@ -2,7 +2,8 @@
 
 ``ft-verify`` pays its imports on every call (a gate runs it after every step), so the
 verify path must not import the writer side of the event log (writer, run-directory
-writer, resume index), the trainer hooks, torch, Ray, Megatron, the terminal renderer or
+writer, resume index), the trainer hooks, torch, Ray, Megatron, rich (the plain text report
+is written without it), ``pyarrow.compute`` (30 ms to import; ``--since-step`` uses it) or
 pandas (which pyarrow's ``to_numpy``, ``pa.array``, ``pa.repeat`` and ``pq.read_table``
 load on first use: half a second; see ``ftaudit.eventlog.arrays``), and must build no
 pydantic validator: the rows' shape is checked in SQL on load, so no event is validated
@@ -34,6 +35,15 @@ NOT_ON_THE_VERIFY_PATH = (
     "numpy.ma",  # np.unique imports it (10 ms): ftaudit.eventlog.arrays.unique_sorted
     "typer",  # its import and per-option adapters: ft-verify parses a plain line itself
 )
+
+NOT_ON_THE_PLAIN_PATH = (
+    *NOT_ON_THE_VERIFY_PATH,
+    "pyarrow.compute",  # 30 ms to import; --since-step's selection still uses it
+    "ftaudit.eventlog.batch",  # the writer's buffers (eventlog.segment names them only)
+    "ftaudit.eventlog.context",
+    "ftaudit.dataset.build",
+)
+"""What ``ft-verify RUN_DIR`` (no ``--since-step``) must not load either."""
 
 NO_VALIDATOR_BUILT = (
     "from ftaudit.eventlog import IntRuns, default_registry\n"
@@ -68,18 +78,20 @@ def test_verifying_a_run_imports_no_writer_side_and_no_renderer(small_run: Path)
 
 
 def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path) -> None:
-    # the real entry point (its parser, the terminal, the JSON report), as a gate calls it
+    # the real entry point (its parser, the terminal, the text and JSON reports), as a gate
+    # calls it
     code = (
         "import sys\n"
         "from ftaudit.cli.verify_cmd import main\n"
-        f"sys.argv = ['ft-verify', {str(small_run)!r}, '--format', 'json']\n"
         "import gc\n"
         "usual = gc.get_threshold()\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert exit.code == 0, f'the clean run did not verify (exit {exit.code})'\n"
-        f"heavy = [m for m in {NOT_ON_THE_VERIFY_PATH!r} "
+        "for fmt in ('text', 'json'):\n"
+        f"    sys.argv = ['ft-verify', {str(small_run)!r}, '--format', fmt]\n"
+        "    try:\n"
+        "        main()\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, f'the clean run did not verify (exit {exit.code})'\n"
+        f"heavy = [m for m in {NOT_ON_THE_PLAIN_PATH!r} "
         "if any(k == m or k.startswith(m + '.') for k in sys.modules)]\n"
         "assert not heavy, f'imported by ft-verify: {heavy}'\n"
         # the start-up's objects were frozen once the imports were made (ftaudit.cli.startup)

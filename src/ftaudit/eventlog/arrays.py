@@ -6,6 +6,9 @@ first use: half a second of CPU, paid by each ``ft-verify`` call that a gate mak
 every step. The readers use these helpers instead; they work on the buffers. And
 :func:`unique_sorted` stands in for ``np.unique``, which imports ``numpy.ma`` on first
 use (10 ms of every ``ft-verify``) and hashes integers before sorting them (slower).
+:func:`list_values` and :func:`list_lengths` read list columns without
+``pyarrow.compute`` (``ListArray.flatten`` imports it), whose import alone costs every
+``ft-verify`` about 30 ms of CPU.
 :func:`consecutive_repeats` lets the writer's flush convert an object logged in several
 rows in a row once.
 """
@@ -16,6 +19,42 @@ from operator import is_
 
 import numpy as np
 import pyarrow as pa
+
+
+def _valid(array: pa.Array) -> np.ndarray:
+    """Which entries of ``array`` are not NULL, from its validity bitmap."""
+    n, at = len(array), array.offset
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], np.uint8), bitorder="little")
+    return bits[at : at + n].astype(bool)
+
+
+def _offsets(column: pa.ListArray | pa.LargeListArray) -> np.ndarray:
+    """The ``len + 1`` offsets of a list column's lists into its child array (of its
+    slice: ``column.offsets.to_numpy()`` would go through the pandas shim)."""
+    width = np.int64 if pa.types.is_large_list(column.type) else np.int32
+    size = np.dtype(width).itemsize
+    data = column.buffers()[1]
+    return np.frombuffer(data, width, count=len(column) + 1, offset=column.offset * size)
+
+
+def list_values(column: pa.ListArray | pa.LargeListArray) -> np.ndarray:
+    """The values of a list column's lists, in order, as :func:`int64_numpy` gives them
+    (of what ``pyarrow.compute.list_flatten`` gives: a NULL list contributes none)."""
+    if column.null_count:  # a NULL list may hide values in the child array: compute skips them
+        import pyarrow.compute as pc
+
+        return int64_numpy(pc.list_flatten(column))
+    offsets = _offsets(column)
+    return int64_numpy(column.values.slice(offsets[0], offsets[-1] - offsets[0]))
+
+
+def list_lengths(column: pa.ListArray | pa.LargeListArray) -> np.ndarray:
+    """The length of each list of a list column as ``int64``, 0 for a NULL list (what
+    ``pyarrow.compute.list_value_length`` gives with its NULLs as 0)."""
+    lengths = np.diff(_offsets(column)).astype(np.int64)
+    if column.null_count:
+        lengths[~_valid(column)] = 0
+    return lengths
 
 
 def constant_strings(value: str, n: int) -> pa.Array:
@@ -47,12 +86,10 @@ def int64_numpy(column: pa.Array | pa.ChunkedArray, *, null: int | None = None) 
             raise ValueError(f"a {chunk.type} column holds {chunk.null_count} NULL(s)")
         if chunk.type != pa.int64():
             chunk = chunk.cast(pa.int64())
-        n, at = len(chunk), chunk.offset
-        validity, data = chunk.buffers()[:2]
-        values = np.frombuffer(data, np.int64, count=n, offset=at * 8).copy()
+        data = chunk.buffers()[1]
+        values = np.frombuffer(data, np.int64, count=len(chunk), offset=chunk.offset * 8).copy()
         if chunk.null_count:
-            bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-            values[~bits[at : at + n].astype(bool)] = null
+            values[~_valid(chunk)] = null
         parts.append(values)
     return np.concatenate(parts)
 

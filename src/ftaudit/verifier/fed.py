@@ -14,9 +14,8 @@ from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ftaudit.eventlog.arrays import int64_numpy, unique_sorted
+from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values, unique_sorted
 from ftaudit.verifier.context import RunContext, StepKey
 from ftaudit.verifier.spans import multiply_covered
 
@@ -276,8 +275,8 @@ def load_fed(ctx: RunContext) -> FedSamples:
     for batch in ctx.session.batches(
         f"""{sized}
            SELECT incarnation, step, attempt, writer, seq, cell, starts, lengths,
-                  fingerprints, items, n, n_items
-           FROM sized {kept}""",
+                  fingerprints, items, CAST(n AS BIGINT) AS n, n_items
+           FROM sized {kept}""",  # n BIGINT: a HUGEINT's Arrow cast imports pyarrow.compute
         label="sample fingerprints",
         rows=1024,
     ):
@@ -309,17 +308,17 @@ class _FedReader:
         columns = ("incarnation", "step", "attempt", "seq")
         self.row_keys.append(np.stack([int64_numpy(batch.column(c), null=_LAST) for c in columns]))
         self.writers.append(batch.column("writer").to_pylist())  # (to_numpy needs pandas)
-        self.starts.append(int64_numpy(pc.list_flatten(batch.column("starts"))))
-        self.lengths.append(int64_numpy(pc.list_flatten(batch.column("lengths"))))
-        self.per_row.append(int64_numpy(pc.list_value_length(batch.column("starts")), null=0))
+        self.starts.append(list_values(batch.column("starts")))
+        self.lengths.append(list_values(batch.column("lengths")))
+        self.per_row.append(list_lengths(batch.column("starts")))
         self.cells.append(int64_numpy(batch.column("cell")).astype(np.int32))
         n = int64_numpy(batch.column("n"))
         at = slice(self.filled, self.filled + int(n.sum()))
-        self.fingerprint[at] = int64_numpy(pc.list_flatten(batch.column("fingerprints")))
+        self.fingerprint[at] = list_values(batch.column("fingerprints"))
         if self.claimed is not None:
             n_items = int64_numpy(batch.column("n_items"))
             claimed = self.claimed[at]
-            claimed[np.repeat(n_items > 0, n)] = int64_numpy(pc.list_flatten(batch.column("items")))
+            claimed[np.repeat(n_items > 0, n)] = list_values(batch.column("items"))
         self.filled = at.stop
 
     def done(self) -> FedSamples:

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import int64_scalar, string_scalar
@@ -288,6 +287,8 @@ def _read(path: Path, columns: list[str]) -> pa.Table:
 
 def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:
     """(step, start, counter_after) of the allocations in one driver segment."""
+    import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
+
     names = md.schema.to_arrow_schema().names
     cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in names]
     table = _read(path, cols)
@@ -303,6 +304,8 @@ def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:
 
 def _buffer_sizes(path: Path, md: pq.FileMetaData) -> list[int]:
     """The buffer sizes the ``run_started`` rows of one driver segment declare."""
+    import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
+
     if _BUFFER not in md.schema.to_arrow_schema().names:
         return []
     t = _read(path, ["type", _BUFFER])
@@ -317,6 +320,8 @@ def _buffer_size(drivers: dict[str, list[_File]]) -> int | None:
 
 def _lookback(drivers: dict[str, list[_File]], since: int) -> int:
     """``T``: the step of the oldest allocation still in the active window at ``since``."""
+    import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
+
     B = _buffer_size(drivers)
     if B is None:
         return max(since - 1, 0)
