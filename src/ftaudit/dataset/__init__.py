@@ -6,45 +6,35 @@ stored as Parquet in the run. The trainer hooks fingerprint what the model reall
 receives (:mod:`ftaudit.trainer_hooks.torch.fingerprints`) and rule FT008 compares the
 two. Torch tensors are accepted by duck typing: this package never imports torch.
 
-The package's names load on first use (PEP 562): the verifier reads manifests and never
+The builder's names load on first use (PEP 562): the verifier reads manifests and never
 imports the manifest builder.
 """
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# eager: the verifier reads manifests (and ``fingerprint`` the function must shadow the
+# submodule of that name, which importing ``manifest`` binds here)
+from ftaudit.dataset.fingerprint import (
+    ALGORITHM,
+    canonical_array,
+    fingerprint,
+    fingerprint_rows,
+)
+from ftaudit.dataset.manifest import (
+    DatasetManifest,
+    ManifestError,
+    find_manifest,
+    manifest_digest,
+    read_manifest,
+    write_manifest,
+)
+
 if TYPE_CHECKING:
     from ftaudit.dataset.build import build_manifest, write_manifest_of
-    from ftaudit.dataset.fingerprint import (
-        ALGORITHM,
-        canonical_array,
-        fingerprint,
-        fingerprint_rows,
-    )
-    from ftaudit.dataset.manifest import (
-        DatasetManifest,
-        ManifestError,
-        find_manifest,
-        manifest_digest,
-        read_manifest,
-        write_manifest,
-    )
 
-_HOME = {
-    "build_manifest": "build",
-    "write_manifest_of": "build",
-    "ALGORITHM": "fingerprint",
-    "canonical_array": "fingerprint",
-    "fingerprint": "fingerprint",
-    "fingerprint_rows": "fingerprint",
-    "DatasetManifest": "manifest",
-    "ManifestError": "manifest",
-    "find_manifest": "manifest",
-    "manifest_digest": "manifest",
-    "read_manifest": "manifest",
-    "write_manifest": "manifest",
-}
-"""Each public name and the submodule that defines it."""
+_BUILD = frozenset({"build_manifest", "write_manifest_of"})
+"""The builder's names, loaded on first use."""
 
 __all__ = [
     "ALGORITHM",
@@ -63,11 +53,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
+    if name not in _BUILD:
         raise AttributeError(f"module 'ftaudit.dataset' has no attribute {name!r}")
-    value = getattr(import_module(f"ftaudit.dataset.{home}"), name)
-    globals()[name] = value  # a submodule's import may bind its own name here
+    value = getattr(import_module("ftaudit.dataset.build"), name)
+    globals()[name] = value
     return value
 
 
