@@ -104,6 +104,17 @@ CHECKSUM_POINTS = """
 and whether one names (or, saved, is at) a checkpoint iteration under judgement."""
 
 
+COMMITTED_CELLS = """
+    SELECT step, attempt, incarnation, segment, seq, cells_key,
+           CASE WHEN row_number() OVER (PARTITION BY cells_key) = 1 THEN cells END AS cells
+    FROM (SELECT *, CAST(to_json(cells) AS VARCHAR) AS cells_key FROM committed_steps)
+    ORDER BY step, incarnation, seq"""
+"""The committed steps in step order, each with its cells' JSON (equal JSON, equal cells)
+and, on one row per distinct JSON only, the cells themselves: a run's steps log few
+distinct outcomes, and DuckDB's Python values of 160,000 nested cell outcomes (10,000
+steps x 16 cells) cost 0.7 s of CPU, against 0.1 s for the query."""
+
+
 @dataclass(frozen=True)
 class ChecksumPoint:
     """The loaded checksums of one point (``when``): :attr:`RunContext.checksum_points`."""
@@ -435,13 +446,14 @@ class RunContext:
         asks DuckDB for those of the segments sealed since its last poll only."""
         parsed = self.footers.parsed if self.footers is not None else None
         if not parsed:  # nothing parsed before: the cells come with the steps
-            rows = self.rows(
-                "SELECT step, attempt, incarnation, cells, segment, seq FROM committed_steps "
-                "ORDER BY step, incarnation, seq",
-                label="committed steps",
-            )
-            for r in rows:
-                r["cells"] = parse_cells(r["cells"])
+            rows = self.rows(COMMITTED_CELLS, label="committed steps")
+            logged = {r["cells_key"]: r["cells"] for r in rows if r["cells"] is not None}
+            distinct: dict[str | None, dict[int, CellResult]] = {}
+            for r in rows:  # parsed in step order: the first bad value is the one named
+                key = r["cells_key"]
+                if key not in distinct:
+                    distinct[key] = parse_cells(logged.get(key))
+                r["cells"] = distinct[key]
                 if parsed is not None:
                     parsed.setdefault(Path(r["segment"]), {})[r["seq"]] = r["cells"]
         else:

@@ -34,19 +34,14 @@ NEXT_AFTER_RESTORE = f"""
 """For each heal or load at a step: the step its rank trained next (its first training
 evidence after it), and whether it logged anything of a later step after it."""
 
-EVENTS = f"""
-    CREATE OR REPLACE TEMP TABLE _ft006_events AS
+BASE = f"""
+    CREATE OR REPLACE TEMP TABLE _ft006_base AS
     WITH next AS ({NEXT_AFTER_RESTORE})
     SELECT c.incarnation, c.step, c.attempt, c."when", coalesce(c.source_role, '') AS role,
-           c.cell, c.rank, c.heal_source AS source_cell, c.writer, c.seq, c.segment,
-           c.hashes, coalesce(c.replica_local, []) AS replica_local,
-           count(*) OVER (PARTITION BY c.writer, c.seq) = 1 AS alone,
+           c.source_role, c.cell, c.rank, c.heal_source AS source_cell, c.writer, c.seq,
+           c.segment, c.hashes, coalesce(c.replica_local, []) AS replica_local,
            coalesce(c.checkpoint.iteration, i.resumed_iteration) AS ckpt_iteration,
            coalesce(c.checkpoint.incarnation, i.resumed_incarnation) AS ckpt_incarnation,
-           min(c.cell) OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
-                                          c.source_role, c.rank) AS ref_cell,
-           row_number() OVER (PARTITION BY c.incarnation, c.step, c.attempt, c."when",
-                                           c.source_role, c.rank, c.cell ORDER BY c.seq) AS nth,
            [coalesce(c.step, -1), coalesce(c.attempt, -1),
             CASE WHEN c."when" = 'after_step' THEN 1
                  WHEN c."when" IN ('after_heal', 'after_load') AND c.step IS NOT NULL
@@ -56,24 +51,42 @@ EVENTS = f"""
     FROM trainer_weight_checksum c
     LEFT JOIN incarnations i USING (incarnation)
     LEFT JOIN next n ON n.writer = c.writer AND n.seq = c.seq"""
-"""One row per checksum event, with the cell every other cell is compared against, and
-its ``point`` in the rank's training: ``[step, attempt, phase]``, ordered as the state
-changed. A step's phases: 0 a heal or load before the step trained (the rank trains this
-step next, or never logs a step again), 1 its ``after_step``, 2 after it trained (a save,
-or a heal or load after which the rank next trains a later step: a checkpoint iteration
-is loaded at its own step).
+"""One row per checksum event, with its ``point`` in the rank's training: ``[step,
+attempt, phase]``, ordered as the state changed. A step's phases: 0 a heal or load
+before the step trained (the rank trains this step next, or never logs a step again), 1
+its ``after_step``, 2 after it trained (a save, or a heal or load after which the rank
+next trains a later step: a checkpoint iteration is loaded at its own step).
 
 Which step a rank trains after a heal or load is read from its own log: its next
 training evidence, or, before that is on disk, any event of a later step (a rank that
 logged a later step without training this one did not train this one after the heal).
 So a live window that holds the healed rank's next step in part (its snapshot sealed,
-its after-step checksum not yet) places the heal as the whole log will.
+its after-step checksum not yet) places the heal as the whole log will."""
+
+EVENTS = """
+    CREATE OR REPLACE TEMP TABLE _ft006_events AS
+    SELECT b.incarnation, b.step, b.attempt, b."when", b.role, b.cell, b.rank, b.source_cell,
+           b.writer, b.seq, b.segment, b.hashes, b.replica_local, w.alone, b.ckpt_iteration,
+           b.ckpt_incarnation, w.ref_cell, w.nth, b.point
+    FROM _ft006_base b JOIN (
+        SELECT rowid AS id,
+               count(*) OVER (PARTITION BY writer, seq) = 1 AS alone,
+               min(cell) OVER (PARTITION BY incarnation, step, attempt, "when", source_role,
+                                            rank) AS ref_cell,
+               row_number() OVER (PARTITION BY incarnation, step, attempt, "when", source_role,
+                                               rank, cell ORDER BY seq) AS nth
+        FROM _ft006_base) w ON w.id = b.rowid"""
+""":data:`BASE` with the cell every other cell is compared against, and ``alone``: no
+other event has its writer and sequence number. The windows are computed over the
+narrow columns and joined back by row id: computed over the rows with their ``hashes``,
+each of the three carried the maps along (0.9 of the 1.3 s of CPU this table cost at
+10,000 steps x 16 cells).
 
 A table, computed once (as a view, each comparison below planned it twice again, a third
 of a small run's FT006), one row per checksum event; with its ``hashes`` (a map each: the
 table's main size, 60-90 MB more peak RSS at 10,000 steps x 16 cells), so that a pair with
-identical hashes is told apart without unnesting them, and ``alone``: no other event has
-its writer and sequence number."""
+identical hashes is told apart without unnesting them."""
+
 
 TENSORS = f"""
     SELECT t.writer, t.seq, t.tensor, t.hash,
@@ -290,9 +303,9 @@ class Checksums(Rule):
             cross = not digests.all_alike(ctx.since)
             if not (cross or restores or heals):
                 return RuleOutcome(checked)
-            ctx.session.query(EVENTS, label="FT006 events")
+            _create_events(ctx)
         else:
-            ctx.session.query(EVENTS, label="FT006 events")
+            _create_events(ctx)
             checked = ctx.rows(GROUPS, label="FT006 groups")[0]["n"]
             cross = True
         out = self._cross_replica(ctx) if cross else []
@@ -479,3 +492,10 @@ def _where(r: dict[str, Any]) -> Location:
         rank=r["rank"],
         segment=r["segment"],
     )
+
+
+def _create_events(ctx: RunContext) -> None:
+    """Create :data:`EVENTS` (through :data:`BASE`, dropped once it is read)."""
+    ctx.session.query(BASE, label="FT006 events")
+    ctx.session.query(EVENTS, label="FT006 events: windows")
+    ctx.session.query("DROP TABLE _ft006_base", label="FT006 events: drop")
