@@ -24,6 +24,7 @@ from ftaudit.eventlog import (
     WitnessSnapshot,
     WriterOptions,
     default_registry,
+    hot,
     list_segments,
     read_records,
     step_context,
@@ -113,6 +114,48 @@ def test_the_hooks_shared_values_are_stored_as_distinct_ones(tmp_path: Path):
             }
             writer.log(model(step=step, attempt=attempt, **copies))
     assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
+
+
+MAPS = [
+    {"loss": 1.0, "lr": 0.5},
+    {"loss": 2.0, "lr": 0.25},  # the same names: one key sequence, converted once
+    {"loss": 3.0, "lr": 0.125},
+    {"lr": 1.0, "loss": 2.0},  # the same names in another order: another sequence
+    {},
+    {"loss": 4.0, "lr": 0.0625},
+    {"grad_norm": float("nan"), "loss": float("inf")},
+    {"grad_norm": -0.0, "loss": 5.0},
+    {f"m{k}": float(k) for k in range(30)},  # keys built anew each time: equal, not the same
+    {f"m{k}": float(k) for k in range(30)},
+]
+
+
+@pytest.mark.parametrize("bound", [4096, 2], ids=["table", "table_full"])
+def test_maps_are_stored_as_log_stores_them_whatever_their_key_sequences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: int
+):
+    """A metric's values and a step's counters are buffered as key and value tuples, a
+    key sequence shared between the maps that repeat it (also when the table of known
+    sequences is full); stored as log() stores the dicts."""
+    monkeypatch.setattr(hot, "KEY_SEQUENCES", {})
+    monkeypatch.setattr(hot, "MAX_KEY_SEQUENCES", bound)
+    counters = [{"optimizer": step, "scheduler": 2 * step} for step in range(4)] + [{}]
+    with _writer(tmp_path / "fields") as writer, step_context(3, 0):
+        for _ in range(3):
+            for values in MAPS:
+                writer.log_fields(Metric, values)
+            for i, values in enumerate(counters):
+                writer.log_fields(StepApplied, i % 2, 0, values)
+    with _writer(tmp_path / "objects") as writer, step_context(3, 0):
+        for _ in range(3):
+            for values in MAPS:
+                writer.log(Metric(values=values))
+            for i, values in enumerate(counters):
+                writer.log(StepApplied(cell=i % 2, rank=0, counters=values))
+    assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
+    assert len(hot.KEY_SEQUENCES) <= bound
+    stored = [r.event.values for r in read_records(tmp_path / "fields") if r.event.type == "metric"]
+    assert [list(v) for v in stored[: len(MAPS)]] == [list(v) for v in MAPS]  # order kept
 
 
 def test_step_and_attempt_come_from_the_context_as_with_log(tmp_path: Path):
@@ -247,11 +290,13 @@ def test_buffered_rows_give_the_garbage_collector_nothing_to_track(tmp_path: Pat
     training process's heap, on the training thread."""
     nonzero, stale = IntRuns.arc(0, 3, 8), IntRuns.arc(4, 2, 8)
     with _writer(tmp_path, flush_rows=10**6) as writer, step_context(0, 0):
-        writer.log_fields(WitnessSnapshot, 0, "w", nonzero, stale)  # the type's first row
+        writer.log_fields(WitnessSnapshot, 0, "w", nonzero, stale)  # the types' first rows
+        writer.log_fields(Metric, {"loss": 0.5, "lr": 0.1})  # a map: key and value tuples
         gc.collect()
         tracked = len(gc.get_objects())
-        for _ in range(1000):
+        for step in range(1000):
             writer.log_fields(WitnessSnapshot, 0, "w", nonzero, stale)
+            writer.log_fields(Metric, {"loss": 1.0 / (step + 1), "lr": 0.1})
         gc.collect()
         assert len(gc.get_objects()) - tracked < 100
-    assert len(read_records(tmp_path)) == 1001
+    assert len(read_records(tmp_path)) == 2002

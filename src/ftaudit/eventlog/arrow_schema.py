@@ -18,6 +18,7 @@ import typing
 from operator import itemgetter
 from typing import Any, Literal, Union, get_args, get_origin
 
+import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel
 
@@ -126,6 +127,38 @@ def to_arrow(values: list[Any], annotation: Any) -> pa.Array:
     return _composite(values, ann, typ)
 
 
+def pairs_to_arrow(
+    keys_column: list[tuple], values_column: list[tuple], annotation: Any
+) -> pa.Array:
+    """``to_arrow`` of a column of maps given as each row's keys and values, two tuples of
+    one length (no NULLs).
+
+    A key sequence repeated in consecutive rows as one shared tuple (a metric's names,
+    every step) is converted once; Arrow then copies its keys into each row (``take``).
+    """
+    ann = strip_optional(annotation)
+    key_ann, value_ann = get_args(ann)
+    n = len(values_column)
+    lengths = np.fromiter(map(len, values_column), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = to_arrow(list(itertools.chain.from_iterable(values_column)), value_ann)
+    repeats = consecutive_repeats(keys_column)
+    if repeats is None:
+        keys = to_arrow(list(itertools.chain.from_iterable(keys_column)), key_ann)
+    else:
+        heads, index = repeats
+        head_keys = to_arrow(list(itertools.chain.from_iterable(heads)), key_ann)
+        head_starts = np.zeros(len(heads), dtype=np.int64)
+        np.cumsum(
+            np.fromiter(map(len, heads), dtype=np.int64, count=len(heads))[:-1], out=head_starts[1:]
+        )
+        # row i's keys are its head's, from where that head's keys start
+        shift = np.repeat(head_starts[index] - offsets[:-1], lengths)
+        keys = head_keys.take(pa.array(shift + np.arange(int(offsets[-1]), dtype=np.int64)))
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=arrow_type(ann))
+
+
 def _composite(values: list[Any], ann: Any, typ: pa.DataType) -> pa.Array:
     """``to_arrow`` of values of a type that is not a primitive."""
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
@@ -153,8 +186,12 @@ def _composite(values: list[Any], ann: Any, typ: pa.DataType) -> pa.Array:
     # is read 3x faster than its attributes
     mask = _mask(values)
     if mask is None and _plain_model(ann):
-        # Arrow's converter reads the models' value dicts in one pass
-        return pa.array(list(map(vars, values)), type=typ)
+        # Arrow's converter reads the models' field values in one pass, as tuples: a
+        # fifth faster than their value dicts, whose keys it would look up row by row
+        names = [name for name, _ in model_fields(ann)]
+        if len(names) == 1:
+            return pa.array(list(map(vars, values)), type=typ)
+        return pa.array(list(map(itemgetter(*names), map(vars, values))), type=typ)
     if mask is None:
         columns = list(map(vars, values))
         children = [

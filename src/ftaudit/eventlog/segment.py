@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import consecutive_repeats, constant_strings, int64_numpy
-from ftaudit.eventlog.arrow_schema import to_arrow
+from ftaudit.eventlog.arrow_schema import pairs_to_arrow, to_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION, Event
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import MAC_RECORD_TYPES, record_mac, segment_mac
@@ -206,9 +206,13 @@ def build_table(
         )
         for name, block in objects:
             blocks.setdefault(name, []).append(block)
+    if batch.rows:
+        from ftaudit.eventlog.hot import PAIRED  # the writer's side, as Batch is
     for model, rows in batch.rows.items():
         event_type = registry[model.model_fields["type"].default]
-        blocks.setdefault(event_type.name, []).append(_rows_block(rows, event_type.fields))
+        blocks.setdefault(event_type.name, []).append(
+            _rows_block(rows, event_type.fields, PAIRED.get(model, frozenset()))
+        )
     names = sorted(blocks)
     merged = [_merged(blocks[name]) for name in names]
     ends = np.cumsum([len(block) for block in merged]).tolist()
@@ -289,10 +293,19 @@ def _object_blocks(
         start = end
 
 
-def _rows_block(rows: Rows, fields: tuple[tuple[str, Any], ...]) -> _Block:
+def _rows_block(rows: Rows, fields: tuple[tuple[str, Any], ...], paired: frozenset[int]) -> _Block:
     """The events logged as field values of one type: each field's values (a slice of
-    the rows' values, taken in C) converted whole."""
-    payload = [to_arrow(rows.column(k), annotation) for k, (_, annotation) in enumerate(fields)]
+    the rows' values, taken in C) converted whole; a field in ``paired`` is a map held
+    as two values, its keys and its values (:data:`ftaudit.eventlog.hot.PAIRED`)."""
+    payload = []
+    at = 0  # where the field's values sit in a row
+    for k, (_, annotation) in enumerate(fields):
+        if k in paired:
+            payload.append(pairs_to_arrow(rows.column(at), rows.column(at + 1), annotation))
+            at += 2
+        else:
+            payload.append(to_arrow(rows.column(at), annotation))
+            at += 1
     step, attempt = _context_columns(rows.contexts)
     return _Block(
         np.array(rows.seqs, dtype=np.int64),

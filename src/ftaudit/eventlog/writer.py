@@ -31,6 +31,7 @@ from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt, current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
 from ftaudit.eventlog.hot import CHECKS as _HOT_CHECKS
+from ftaudit.eventlog.hot import PAIRED
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
@@ -121,7 +122,7 @@ class EventWriter:
         )
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
-        self._hot: dict[type[Event], tuple[Callable | None, int, bool]] = {}
+        self._hot: dict[type[Event], tuple[Callable | None, int, bool, int]] = {}
         self._explicit = NO_CONTEXT  # the last step and attempt passed to log_fields
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
@@ -229,7 +230,7 @@ class EventWriter:
         hot = self._hot.get(model)
         if hot is None:
             hot = self._learn_hot(model)
-        check, width, needs_step = hot
+        check, width, needs_step, stored = hot
         kept = None
         if (
             check is not None
@@ -268,7 +269,7 @@ class EventWriter:
             self._next_seq = seq + 1
             rows = self._buffer.rows.get(model)
             if rows is None:
-                rows = self._buffer.rows[model] = Rows(width)
+                rows = self._buffer.rows[model] = Rows(stored)
             rows.values.extend(kept)
             rows.seqs.append(seq)
             rows.ts_ns.append(now)
@@ -279,11 +280,14 @@ class EventWriter:
             self._wake.set()
         return seq
 
-    def _learn_hot(self, model: type[Event]) -> tuple[Callable | None, int, bool]:
-        """First ``log_fields`` of a class: its check, payload width and step need."""
+    def _learn_hot(self, model: type[Event]) -> tuple[Callable | None, int, bool, int]:
+        """First ``log_fields`` of a class: its check, payload width, step need and how
+        many values its check stores per row (a map takes two: :data:`~ftaudit.eventlog.
+        hot.PAIRED`)."""
         needs_step = self._learn(model)
         width = len(self.registry[model.model_fields["type"].default].fields)
-        self._hot[model] = (_HOT_CHECKS.get(model), width, needs_step)
+        stored = width + len(PAIRED.get(model, ()))
+        self._hot[model] = (_HOT_CHECKS.get(model), width, needs_step, stored)
         return self._hot[model]
 
     def _build(
