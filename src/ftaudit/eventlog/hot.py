@@ -134,7 +134,10 @@ def _applied(values: Values) -> Values | None:
     if not (type(cell) is type(rank) is int and cell >= 0 and rank >= 0):
         return None
     pair = _str_map(counters, _INT)
-    return None if pair is None else (cell, rank, *pair)
+    if pair is None:
+        return None
+    keys, items = pair
+    return cell, rank, keys, items
 
 
 CHECKS: Mapping[type[Event], Callable[[Values], Values | None]] = MappingProxyType(
