@@ -28,6 +28,14 @@ def test_algebra_matches_python_sets(a: set[int], b: set[int]) -> None:
     assert (x == y) == (a == b)
 
 
+@settings(max_examples=150, deadline=None)
+@given(id_sets, st.integers(min_value=-3, max_value=64), st.integers(min_value=-3, max_value=64))
+def test_covers_is_range_inclusion(a: set[int], lo: int, hi: int) -> None:
+    """What FT003's budget check asks before any set algebra (a range inside the clean
+    positions), against Python sets."""
+    assert Spans.from_ids(sorted(a)).covers(lo, hi) == (set(range(lo, hi)) <= a)
+
+
 few_spans = st.sets(st.integers(min_value=0, max_value=14), max_size=8)
 
 

@@ -28,18 +28,26 @@ from ftaudit.verifier.ring import keep_size
 from ftaudit.verifier.spans import Spans
 
 SNAPSHOT_GROUPS = """
-    SELECT w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids,
-           list(w.cell ORDER BY w.cell, w.source_rank, w.instance) AS cells,
-           list(w.source_rank ORDER BY w.cell, w.source_rank, w.instance) AS ranks,
-           list(w.instance ORDER BY w.cell, w.source_rank, w.instance) AS instances,
-           min(w.segment) AS segment
-    FROM witness_snapshot w
-    JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps WHERE step >= ?) c
-      USING (incarnation, step, attempt)
-    GROUP BY w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids"""
+    SELECT incarnation, step, attempt, nonzero_ids, stale_ids,
+           list_transform(members, lambda m: m.cell) AS cells,
+           list_transform(members, lambda m: m.rank) AS ranks,
+           list_transform(members, lambda m: m.instance) AS instances,
+           segment
+    FROM (
+        SELECT w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids,
+               list_sort(list({'cell': w.cell, 'rank': w.source_rank, 'instance': w.instance}))
+                   AS members,
+               min(w.segment) AS segment
+        FROM witness_snapshot w
+        JOIN (SELECT DISTINCT incarnation, step, attempt FROM committed_steps WHERE step >= ?) c
+          USING (incarnation, step, attempt)
+        GROUP BY w.incarnation, w.step, w.attempt, w.nonzero_ids, w.stale_ids)"""
 """Committed snapshots from a step on (the first under judgement), identical contents
 merged: in a healthy run every cell and rank sees the whole global batch, so a step is
-usually one comparison, not one per rank."""
+usually one comparison, not one per rank. Each group's members (cell, rank, instance) in
+order, NULLs last: one sort of the members as structs (which DuckDB orders field by
+field, NULL fields last, as ``ORDER BY cell, rank, instance``), where three ordered
+``list`` aggregates cost three (0.45 against 0.25 s of CPU at 10,000 steps x 16 cells)."""
 
 EXCUSED = """
     WITH adv AS (

@@ -100,6 +100,14 @@ class Spans:
     def to_array(self) -> np.ndarray:
         return self.head(len(self))
 
+    def covers(self, lo: int, hi: int) -> bool:
+        """Whether every integer of ``[lo, hi)`` is a member (an empty range: True). The
+        spans neither overlap nor touch, so a covered range lies inside one of them."""
+        if hi <= lo:
+            return True
+        at = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        return at >= 0 and int(self.ends[at]) >= hi
+
     def contains(self, points: np.ndarray) -> np.ndarray:
         """A boolean mask: which of ``points`` are members."""
         idx = np.searchsorted(self.starts, points, side="right") - 1

@@ -31,6 +31,8 @@ SAVE_VS_STEP = """
           ON a.incarnation = c.incarnation AND a.step = c.step
          AND a.accepted_attempt = c.attempt
         WHERE c."when" = 'after_step'
+          AND EXISTS (SELECT 1 FROM saves s
+                      WHERE s.ckpt_incarnation = c.incarnation AND s.ckpt_iteration = c.step)
         QUALIFY row_number() OVER (PARTITION BY c.incarnation, c.step, c.role, c.cell, c.rank
                                    ORDER BY c.seq DESC) = 1),
     pairs AS (
@@ -46,7 +48,10 @@ SAVE_VS_STEP = """
     WHERE stepped[k] IS NOT NULL
     GROUP BY ALL ORDER BY ckpt_iteration, incarnation, cell, rank"""
 """Each save checksum against the after-step checksum of its iteration's accepted attempt
-(same incarnation, role, cell and rank), over the tensors both name."""
+(same incarnation, role, cell and rank), over the tensors both name. Only the steps a
+save names are ranked (whole partitions: the ranking is theirs as before): ranking every
+after-step checksum carried 160,000 hashes maps through a window to keep 160 of them
+(0.55 of FT010's 0.6 s of CPU at 10,000 steps x 16 cells)."""
 
 LOADS_WITHOUT_SAVE = """
     SELECT l.incarnation, l.step, l.role, l.cell, l.rank, l.segment,
