@@ -110,7 +110,16 @@ class FooterChecks:
 def check_segment(
     file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
 ) -> SegmentInfo:
-    """Read a listed segment's footer and check it against its name, writer and schema.
+    """The checked segment of :func:`checked_footer`, without its parsed footer."""
+    return checked_footer(file, checks, digest=digest)[0]
+
+
+def checked_footer(
+    file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
+) -> tuple[SegmentInfo, pq.FileMetaData]:
+    """Read a listed segment's footer and check it against its name, writer and schema;
+    the checked segment and its parsed footer (a follower keeps it: parsing it again for
+    its statistics cost a poll a millisecond per new segment).
 
     Raises :class:`CorruptSegmentError` naming the file (:class:`SegmentVanishedError` when
     it was removed after it was listed); :func:`list_segments` has already refused links
@@ -160,7 +169,7 @@ def check_segment(
             path, f"holds {md.num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
         )
     checks.columns(path, meta, schema)
-    return SegmentInfo(path, meta, md.num_rows, schema, content)
+    return SegmentInfo(path, meta, md.num_rows, schema, content), md
 
 
 def _parts_cover(meta: SegmentMeta) -> bool:

@@ -10,7 +10,6 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -40,15 +39,17 @@ class CellResult:
     errored: bool
     ranks: tuple[RankOutcome, ...]
 
-    @property
+    @cached_property
     def all_normal(self) -> bool:
+        """Every rank finished normally (kept: a run's cells share a few parsed values,
+        :func:`_cell_result`, and the rules ask this of each committed cell)."""
         return (
             not self.errored
             and bool(self.ranks)
             and all(r is RankOutcome.NORMAL for r in self.ranks)
         )
 
-    @property
+    @cached_property
     def discarded(self) -> bool:
         return not self.errored and RankOutcome.DISCARDED_SHOULD_RETRY in self.ranks
 
@@ -374,6 +375,14 @@ class RunContext:
         """The rows of ``sql`` (see :meth:`Session.rows` for ``needs``)."""
         return self.session.rows(sql, params, label=label, needs=needs)
 
+    def count(self, sql: str, *, label: str) -> int:
+        """A rule's ``checked`` count: the ``n`` of ``sql``'s one row. A follower's poll
+        keeps only the violations of its report (:mod:`ftaudit.verifier.online`), so it
+        does not ask (0): the count cost a poll one query each, a tenth of a poll's queries."""
+        if self.following:
+            return 0
+        return int(self.rows(sql, label=label)[0]["n"])
+
     @cached_property
     def incarnations(self) -> dict[int, Incarnation]:
         rows = self.rows(
@@ -455,7 +464,7 @@ class RunContext:
                     distinct[key] = parse_cells(logged.get(key))
                 r["cells"] = distinct[key]
                 if parsed is not None:
-                    parsed.setdefault(Path(r["segment"]), {})[r["seq"]] = r["cells"]
+                    parsed.setdefault(r["segment"], {})[r["seq"]] = r["cells"]
         else:
             rows = self.rows(
                 "SELECT step, attempt, incarnation, segment, seq FROM committed_steps "
@@ -463,7 +472,7 @@ class RunContext:
                 label="committed steps",
             )
             new = sorted(
-                {r["segment"] for r in rows if r["seq"] not in parsed.get(Path(r["segment"]), {})}
+                {r["segment"] for r in rows if r["seq"] not in parsed.get(r["segment"], {})}
             )
             if new:
                 for r in self.rows(
@@ -471,9 +480,9 @@ class RunContext:
                     [new],
                     label="committed steps: new cells",
                 ):
-                    parsed.setdefault(Path(r["segment"]), {})[r["seq"]] = parse_cells(r["cells"])
+                    parsed.setdefault(r["segment"], {})[r["seq"]] = parse_cells(r["cells"])
             for r in rows:
-                r["cells"] = parsed[Path(r["segment"])][r["seq"]]
+                r["cells"] = parsed[r["segment"]][r["seq"]]
         return [CommittedStep(r["step"], r["attempt"], r["incarnation"], r["cells"]) for r in rows]
 
     @cached_property

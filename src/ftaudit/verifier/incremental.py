@@ -35,7 +35,7 @@ from ftaudit.eventlog.reader import (
     FooterChecks,
     RunScan,
     SegmentInfo,
-    check_segment,
+    checked_footer,
     digest_problem,
     superseded,
     unreadable,
@@ -126,10 +126,11 @@ class FooterCache:
     """Schemas shared by the cached footers, and the column checks already done."""
     declared: dict[str, _Declaring] = field(default_factory=dict)
     """Per writer, its segments that declare (:meth:`declaring`), as far as looked at."""
-    parsed: dict[Path, dict[int, Any]] = field(default_factory=dict)
-    """What the rules made of a sealed segment's rows, by path and sequence number (the
-    committed steps' cells: :attr:`~ftaudit.verifier.context.RunContext.committed`): a
-    follower's window holds a row for many polls, and it is parsed once."""
+    parsed: dict[str, dict[int, Any]] = field(default_factory=dict)
+    """What the rules made of a sealed segment's rows, by path (as the rows name it) and
+    sequence number (the committed steps' cells:
+    :attr:`~ftaudit.verifier.context.RunContext.committed`): a follower's window holds a
+    row for many polls, and it is parsed once."""
     states: dict[type, Any] = field(default_factory=dict)
     """The rules' states kept between polls, by class
     (:class:`~ftaudit.verifier.segment_state.SegmentFed`: each follows the window itself)."""
@@ -145,9 +146,11 @@ class FooterCache:
         """Forget the segments ``listing`` no longer holds: originals a roll merged (their
         merged segment is listed instead) or files removed since; a long follower's memory
         then follows the listed segments, not every file it ever saw."""
-        listed = {f.path for f in listing.files}
+        # by name: a path's string is kept, where comparing paths runs Python per pair
+        # (7 maps x 1,000s of segments at each poll)
+        listed = {str(f.path) for f in listing.files}
         for cached in self._by_path():
-            gone = [p for p in cached if p not in listed]
+            gone = [p for p in cached if str(p) not in listed]
             for path in gone:
                 del cached[path]
             if gone:
@@ -156,9 +159,9 @@ class FooterCache:
     @property
     def paths(self) -> set[Path]:
         """The segments the cache holds something of."""
-        return {path for cached in self._by_path() for path in cached}
+        return {Path(path) for cached in self._by_path() for path in cached}
 
-    def _by_path(self) -> tuple[dict[Path, Any], ...]:
+    def _by_path(self) -> tuple[dict[Path, Any] | dict[str, Any], ...]:
         return (
             self.metadata,
             self.infos,
@@ -209,7 +212,9 @@ class FooterCache:
         """The checked footer of ``listed`` (read on first use)."""
         found = self.infos.get(listed.path)
         if found is None:
-            found = self.infos[listed.path] = check_segment(listed, self.checks)
+            found, md = checked_footer(listed, self.checks)
+            self.infos[listed.path] = found
+            self.metadata.setdefault(listed.path, md)
         return found
 
     def max_step(self, path: Path) -> int | None:

@@ -86,6 +86,8 @@ class Session:
     _partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Segments of which only some event types are loaded: path -> those types."""
     _types: frozenset[str] | None = None
+    _holding: dict[str, frozenset[str]] = field(default_factory=dict)
+    """:meth:`segments_holding` by event type, for the loaded segments (cleared by a move)."""
     """The event types of the loaded rows (asked of DuckDB on first use, again after a move)."""
     one_thread: bool = False
     """Whether DuckDB runs on one thread (:data:`ONE_THREAD_ROWS`)."""
@@ -194,6 +196,7 @@ class Session:
         self.scan = scan
         self._partial = partial
         self._types = None
+        self._holding = {}
         return True
 
     def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> None:
@@ -265,12 +268,15 @@ class Session:
     def segments_holding(self, event_type: str) -> frozenset[str]:
         """The loaded segments (paths) whose ``event_type`` rows are loaded: those that
         hold such rows, less the ones loaded in part without that type."""
-        return frozenset(
-            str(info.path)
-            for info in self.scan.segments
-            if event_type in info.meta.types
-            and event_type in self._partial.get(str(info.path), (event_type,))
-        )
+        found = self._holding.get(event_type)
+        if found is None:
+            found = self._holding[event_type] = frozenset(
+                str(info.path)
+                for info in self.scan.segments
+                if event_type in info.meta.types
+                and event_type in self._partial.get(str(info.path), (event_type,))
+            )
+        return found
 
     def holds(self, event_type: str) -> bool:
         """Whether any loaded row is an ``event_type`` event."""

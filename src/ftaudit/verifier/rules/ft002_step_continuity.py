@@ -86,6 +86,8 @@ class StepContinuity(Rule):
     def _policy(self, ctx: RunContext) -> list[Violation]:
         out = []
         for s in ctx.committed:
+            if s.step < ctx.since:
+                continue  # incremental: judged before (and not reported again)
             discarded = sorted(c for c, r in s.cells.items() if r.discarded)
             if not s.cells or all(r.errored for r in s.cells.values()):
                 where = Location(step=s.step, attempt=s.attempt, incarnation=s.incarnation)

@@ -140,7 +140,7 @@ class RestoreEvidence(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
-        checked = ctx.rows(CHECKED, label="FT009 checked")[0]["n"]
+        checked = ctx.count(CHECKED, label="FT009 checked")
         out = (
             self._unrestored(ctx)
             + self._unhealed(ctx)

@@ -8,6 +8,7 @@ from typing import ClassVar
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Violation
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
+from ftaudit.verifier.rules.counter_log import CounterLog
 from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank, judged_rank_rows
 from ftaudit.verifier.spans import Spans, union_all
 
@@ -117,7 +118,7 @@ class ApplicationCount(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
-        checked = ctx.rows(CHECKED, label="FT011 checked")[0]["n"]
+        checked = ctx.count(CHECKED, label="FT011 checked")
         return RuleOutcome(checked, tuple(self._gradients(ctx) + self._counters(ctx)))
 
     def _gradients(self, ctx: RunContext) -> list[Violation]:
@@ -161,6 +162,11 @@ class ApplicationCount(Rule):
 
     def _counters(self, ctx: RunContext) -> list[Violation]:
         _ = ctx.committed  # a driver's cells that cannot be read fail here, as in every rule
+        if ctx.following:  # the readings kept since the last poll: no query over the window
+            return [
+                self._counter_violation(name, _Reading(prev, prev_value), _Reading(cur, value))
+                for name, prev, prev_value, cur, value in ctx.kept(CounterLog).jumps(ctx)
+            ]
         out = []
         for r in ctx.rows(COUNTER_JUMPS, [ctx.since], label="FT011 counters"):
             who = TrainerRank.of(r)

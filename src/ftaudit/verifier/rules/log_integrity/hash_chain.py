@@ -39,10 +39,16 @@ def chain_breaks(
         infos.sort(key=lambda i: i.meta.first_seq)
         previous: SegmentInfo | None = None
         for info in infos:
+            problem = digest_of(info)
+            want = previous.meta.head_digest if previous else ""
+            contiguous = info.meta.first_seq == (previous.meta.last_seq + 1 if previous else 0)
+            broken = info.meta.prev_digest != want and contiguous  # holes are reported already
+            prior, previous = previous, info
+            if not (problem or broken or info.meta.parts):
+                continue  # the usual case: no location built (a window holds 1,000s)
             where = Location(
                 incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
             )
-            problem = digest_of(info)
             if problem:
                 out.append(
                     rule.violation(
@@ -54,10 +60,8 @@ def chain_breaks(
                     )
                 )
             out += _parts_chain(rule, info, where)
-            want = previous.meta.head_digest if previous else ""
-            contiguous = info.meta.first_seq == (previous.meta.last_seq + 1 if previous else 0)
-            if info.meta.prev_digest != want and contiguous:  # holes are reported already
-                before = f"{previous.path.name}" if previous else "nothing (its first)"
+            if broken:
+                before = f"{prior.path.name}" if prior else "nothing (its first)"
                 out.append(
                     rule.violation(
                         f"hash chain broken in writer {writer}: segment {info.path.name} "
@@ -67,7 +71,6 @@ def chain_breaks(
                         location=where,
                     )
                 )
-            previous = info
     out += _heads_match(rule, heads, segments, by_writer)
     return out
 

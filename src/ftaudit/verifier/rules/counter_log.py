@@ -1,0 +1,204 @@
+"""FT011's counter readings kept between a follower's polls (:class:`CounterLog`).
+
+Offline, ``ft-verify`` and ``--since-step`` pair each reading with the previous one in one
+query (:data:`~ftaudit.verifier.rules.ft011_application_count.COUNTER_JUMPS`): over a
+whole run that is the fastest way (a Python core for them cost the offline verification
+of a 10,000-step run five times FT011's time, day six). A follower's poll asks that
+query over its window each time (a fifth of its query time); it keeps the readings here
+instead, fed only the segments new to its window, and pairs them in Python: the same
+jumps in the same order (``tests/verifier/test_online.py`` holds both to every synth bug).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from ftaudit.verifier.context import CommittedStep, RunContext
+from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank
+from ftaudit.verifier.segment_state import SegmentFed
+
+READINGS = """
+    SELECT incarnation, step, attempt, source_role, cell, rank, seq, segment, counters
+    FROM step_applied
+    WHERE incarnation IS NOT NULL AND step IS NOT NULL AND attempt IS NOT NULL
+      AND cell IS NOT NULL"""
+"""Every counter reading a rank logged after an attempt (one that names no attempt of a
+cell is no reading of the committed history)."""
+
+READINGS_OF = READINGS + " AND list_contains($1, segment)"
+"""The readings of some segments: those new to a follower's window."""
+
+
+_Logged = tuple[int, int, int, str | None, int, int | None]
+"""A reading's (incarnation, step, attempt, source_role, cell, rank): one a rank logs
+after each attempt (a second one of the same attempt, the last by sequence number, wins)."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One logged ``step_applied`` row."""
+
+    seq: int
+    segment: str
+    counters: dict[str, int | None]
+
+
+class CounterLog(SegmentFed):
+    """The ranks' counter readings, per rank and in step order (see :class:`SegmentFed`).
+
+    Each counter of a reading is checked against the same counter's previous reading of
+    the same rank after a committed attempt its cell finished normally (the driver's
+    last step end of the attempt): it must have grown by the committed steps between
+    them. Which attempts are committed changes when an incarnation resumes from an
+    earlier checkpoint, so the readings are all kept, and skipped while judging.
+    """
+
+    event_type = "step_applied"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: dict[_Logged, list[_Row]] = {}
+        self._by_segment: dict[str, list[_Logged]] = {}
+        self._steps: dict[TrainerRank, list[tuple[int, int, int]]] = {}
+        """Per rank, the (step, incarnation, attempt) of its readings, sorted."""
+        self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
+
+    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
+        if segments is None:
+            rows = ctx.rows(READINGS, label="FT011 readings")
+        else:
+            rows = ctx.rows(READINGS_OF, [list(segments)], label="FT011 readings")
+        for r in rows:
+            key = (
+                r["incarnation"],
+                r["step"],
+                r["attempt"],
+                r["source_role"],
+                r["cell"],
+                r["rank"],
+            )
+            logged = self._rows.get(key)
+            if logged is None:
+                logged = self._rows[key] = []
+                who, at = _who(key), _order(key)
+                if (who, at) not in self._at:
+                    insort(self._steps.setdefault(who, []), at)
+                self._at.setdefault((who, at), []).append(key)
+            items = r["counters"].items() if isinstance(r["counters"], dict) else r["counters"]
+            logged.append(_Row(r["seq"], r["segment"], dict(items or ())))
+            self._by_segment.setdefault(r["segment"], []).append(key)
+
+    def drop(self, segment: str) -> None:
+        for key in self._by_segment.pop(segment, ()):
+            logged = [row for row in self._rows[key] if row.segment != segment]
+            if logged:
+                self._rows[key] = logged
+                continue
+            del self._rows[key]
+            who, at = _who(key), _order(key)
+            keys = self._at[(who, at)]
+            keys.remove(key)
+            if not keys:
+                del self._at[(who, at)]
+                steps = self._steps[who]
+                del steps[bisect_left(steps, at)]
+                if not steps:
+                    del self._steps[who]
+
+    def jumps(self, ctx: RunContext) -> list[tuple[str, RankRow, int, RankRow, int]]:
+        """Each counter reading from step ``ctx.since`` on that did not grow by the
+        committed steps since the previous one: (name, previous, its value, this reading,
+        its value), by rank, counter name and step."""
+        read = {key[:3] for key in self._rows}
+        normal = _normal_cells(ctx.committed, read)
+        out = []
+        for who, steps in self._steps.items():
+            for i in range(bisect_left(steps, (ctx.since,)), len(steps)):
+                for key in self._at[(who, steps[i])]:
+                    if _cell_of(key) not in normal:
+                        continue
+                    row = self._last(key)
+                    for name, value in row.counters.items():
+                        found = self._previous(who, steps, i, name, normal)
+                        if found is None:
+                            continue
+                        prev_key, prev = found
+                        prev_value = prev.counters[name]
+                        if value is None or prev_value is None:
+                            continue
+                        if value - prev_value != key[1] - prev_key[1]:
+                            out.append(
+                                (
+                                    name,
+                                    _rank_row(who, prev_key, prev),
+                                    prev_value,
+                                    _rank_row(who, key, row),
+                                    value,
+                                )
+                            )
+        out.sort(key=_jump_order)
+        return out
+
+    def _last(self, key: _Logged) -> _Row:
+        """The reading of ``key`` that counts: the last one the rank logged."""
+        return max(self._rows[key], key=lambda row: row.seq)
+
+    def _previous(
+        self,
+        who: TrainerRank,
+        steps: list[tuple[int, int, int]],
+        i: int,
+        name: str,
+        normal: set[tuple[int, int, int, int]],
+    ) -> tuple[_Logged, _Row] | None:
+        """The last reading of ``name`` before ``steps[i]`` that counts (None: none)."""
+        for j in range(i - 1, -1, -1):
+            for key in self._at[(who, steps[j])]:
+                if _cell_of(key) not in normal:
+                    continue
+                row = self._last(key)
+                if name in row.counters:
+                    return key, row
+        return None
+
+
+def _who(key: _Logged) -> TrainerRank:
+    return TrainerRank(key[3] or "", key[4], key[5])  # type: ignore[arg-type]
+
+
+def _order(key: _Logged) -> tuple[int, int, int]:
+    """Where a reading falls in its rank's series: by step, then incarnation, attempt."""
+    return (key[1], key[0], key[2])
+
+
+def _cell_of(key: _Logged) -> tuple[int, int, int, int]:
+    return (key[0], key[1], key[2], key[4])
+
+
+def _normal_cells(
+    committed: list[CommittedStep], read: set[tuple[int, int, int]]
+) -> set[tuple[int, int, int, int]]:
+    """(incarnation, step, attempt, cell) of each cell that finished a committed attempt
+    normally, by the driver's last step end of the attempt; of the attempts in ``read``
+    only (a window holds many more committed steps than readings: those before ``since
+    - 1`` are read for the witness, not for their counters)."""
+    last = {s.key: s for s in committed if s.key in read}  # in sequence order: the last stays
+    return {
+        (*key, cell)
+        for key, s in last.items()
+        for cell, result in s.cells.items()
+        if result.all_normal
+    }
+
+
+def _rank_row(who: TrainerRank, key: _Logged, row: _Row) -> RankRow:
+    return RankRow(who, key[0], key[1], key[2], row.segment, {})
+
+
+def _jump_order(jump: tuple[str, RankRow, int, RankRow, int]) -> tuple[object, ...]:
+    name, _, _, cur, _ = jump
+    who = cur.who
+    rank = (who.rank is None, who.rank or 0)
+    return (who.role, who.cell, rank, name, cur.step, cur.incarnation, cur.attempt)
