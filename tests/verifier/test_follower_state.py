@@ -16,7 +16,9 @@ from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import synthesize
 from ftaudit.verifier import session as session_module
+from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.incremental import FooterCache, select
+from ftaudit.verifier.rules.counter_log import CounterLog
 from ftaudit.verifier.session import Session
 from tests.support.corrupt import FORGED_RUNS, forge_digest, load_segment
 from tests.support.synth_runs import LOOKBACK
@@ -115,3 +117,18 @@ def test_a_new_segment_that_breaks_its_model_is_refused_before_it_joins(tmp_path
             )
         assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
         assert session.move(scan, **parts)  # the staged rows are gone: it moves on
+
+
+def test_a_rule_state_forgets_a_segment_holding_an_attempt_twice(run_dir: Path) -> None:
+    """A segment may hold one rank's reading of an attempt twice (a rank that logged it
+    again): the state forgets both when the segment leaves, and judges as before it."""
+    with Session.open(run_dir) as session:
+        ctx = RunContext(session, footers=FooterCache())
+        log = ctx.kept(CounterLog)
+        want = log.jumps(ctx)
+        segment = sorted(session.segments_holding(CounterLog.event_type))[-1]
+        log.add(ctx, [segment])  # its rows once more
+        log.drop(segment)
+        log.add(ctx, [segment])
+        assert log.jumps(ctx) == want
+        assert want == []  # a valid run: no counter jumped

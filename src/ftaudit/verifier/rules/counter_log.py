@@ -91,7 +91,8 @@ class CounterLog(SegmentFed):
             self._by_segment.setdefault(r["segment"], []).append(key)
 
     def drop(self, segment: str) -> None:
-        for key in self._by_segment.pop(segment, ()):
+        # a key once: a rank may log an attempt twice in one segment (a step applied twice)
+        for key in dict.fromkeys(self._by_segment.pop(segment, ())):
             logged = [row for row in self._rows[key] if row.segment != segment]
             if logged:
                 self._rows[key] = logged
