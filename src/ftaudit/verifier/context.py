@@ -378,7 +378,7 @@ class RunContext:
     def count(self, sql: str, *, label: str) -> int:
         """A rule's ``checked`` count: the ``n`` of ``sql``'s one row. A follower's poll
         keeps only the violations of its report (:mod:`ftaudit.verifier.online`), so it
-        does not ask (0): the count cost a poll one query each, a tenth of a poll's queries."""
+        does not ask (0): FT009's and FT011's counts were a query each at every poll."""
         if self.following:
             return 0
         return int(self.rows(sql, label=label)[0]["n"])
