@@ -9,16 +9,16 @@ into DuckDB in batches: memory follows the number of events, not the number of f
 
 from __future__ import annotations
 
-import os
-from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from operator import attrgetter
 
 import duckdb
 import pyarrow as pa
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
+from ftaudit.eventlog.pool import in_order
 from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, open_parquet, unreadable
 from ftaudit.eventlog.sql import ident
 
@@ -44,22 +44,22 @@ def unified_schema(scan: RunScan) -> pa.Schema:
 
 
 def read_segment(info: SegmentInfo) -> pa.Table:
-    """One segment's rows, read from the file opened by its exact path."""
+    """One segment's rows, read from the file opened by its exact path, with its
+    :data:`FILENAME` column and no schema metadata (the digests in it differ per file)."""
     try:
         with open(info.path, "rb") as f:
             data = f.read()
         # decoded from its bytes: through a Python file object each page read calls back
         # into Python; one small file: handing each column to the thread pool costs more
         # than it saves
-        return open_parquet(data).read_all(use_threads=False)
+        table = open_parquet(data).read_all(use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
+    # here, on the reading thread: the main thread's share is what a second core cannot take
+    return table.replace_schema_metadata(None).append_column(
+        pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)
+    )
 
-
-DECODE_THREADS = min(4, os.cpu_count() or 1)
-"""Threads decoding segments while earlier ones are handed to DuckDB: Arrow's decode
-releases the GIL, so a second core shortens the wall time of loading (not its CPU time:
-the hand-offs add a little)."""
 
 DECODE_AHEAD = 64
 """At most this many segments decoded ahead of the one the caller waits for."""
@@ -70,35 +70,21 @@ decoded tables held stay bounded when the segments are large (compacted ones).""
 
 
 def read_segments(infos: Iterable[SegmentInfo]) -> Iterator[tuple[SegmentInfo, pa.Table]]:
-    """Each segment with its rows, in the order given, decoded on :data:`DECODE_THREADS`
-    threads a few segments ahead.
+    """Each segment with its rows (:func:`read_segment`), in the order given, decoded on
+    :data:`~ftaudit.eventlog.pool.THREADS` threads a few segments ahead.
 
-    Results and errors come back in order: the first unreadable segment in that order is
-    the one reported, as when they were read one by one (a later one may fail first on
-    its thread; its error is never seen). Stopping early cancels what was not started.
+    Arrow's decode releases the GIL, so a second core shortens the wall time of loading
+    (not its CPU time: the hand-offs add a little). Results and errors come back in order
+    (see :func:`~ftaudit.eventlog.pool.in_order`): the first unreadable segment is the one
+    reported.
     """
-    queued = iter(infos)
-    pending: deque[tuple[SegmentInfo, Future[pa.Table]]] = deque()
-    rows = 0
-    with ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="ftaudit-decode") as pool:
-        try:
-            while True:
-                while len(pending) < DECODE_AHEAD and (
-                    rows < DECODE_AHEAD_ROWS or len(pending) < DECODE_THREADS
-                ):
-                    info = next(queued, None)
-                    if info is None:
-                        break
-                    pending.append((info, pool.submit(read_segment, info)))
-                    rows += info.num_rows
-                if not pending:
-                    return
-                info, future = pending.popleft()
-                rows -= info.num_rows
-                yield info, future.result()
-        finally:
-            for _, waiting in pending:
-                waiting.cancel()
+    return in_order(
+        read_segment,
+        infos,
+        ahead=DECODE_AHEAD,
+        weight=attrgetter("num_rows"),
+        max_weight=DECODE_AHEAD_ROWS,
+    )
 
 
 BATCH_SEGMENTS = 256
@@ -116,37 +102,41 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[pa.RecordBatch]:
     """The pending segments as one batch of ``schema``: those of one shape are concatenated
     first (cheap: same columns), widened to the unified schema once per shape, then joined:
     DuckDB's insert costs per batch handed over (34 small segments of 17 shapes, an online
     poll's, went in 240 ms as 17 batches and 145 ms as one)."""
     if not pending:
-        return
+        return []
     conformed = [_conform(pa.concat_tables(tables), schema) for tables in pending.values()]
-    yield from pa.concat_tables(conformed).combine_chunks().to_batches()
+    return pa.concat_tables(conformed).combine_chunks().to_batches()
 
 
 def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``).
 
     Row order across segments is not kept (no reader of the table relies on it: every
-    query orders what it needs).
+    query orders what it needs). Each batch is joined on a thread of its own while the
+    next one's segments are gathered: Arrow's concatenation releases the GIL, and on a
+    run of small segments this is a tenth of what reading each one costs.
     """
     # keyed by the scan's interned schema object: hashing a wide schema per segment is slow
     pending: dict[int, list[pa.Table]] = {}
     rows = count = 0
-    for info, table in read_segments(scan.segments):
-        table = table.replace_schema_metadata(None)
-        table = table.append_column(
-            pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)
-        )
-        pending.setdefault(id(info.schema), []).append(table)
-        rows += info.num_rows
-        count += 1
-        if rows >= BATCH_ROWS or count >= BATCH_SEGMENTS:
-            yield from _batches_of(pending, schema)
-            pending, rows, count = {}, 0, 0
+    joining: Future[list[pa.RecordBatch]] | None = None
+    with ThreadPoolExecutor(1, thread_name_prefix="ftaudit-join") as joiner:
+        for info, table in read_segments(scan.segments):
+            pending.setdefault(id(info.schema), []).append(table)
+            rows += info.num_rows
+            count += 1
+            if rows >= BATCH_ROWS or count >= BATCH_SEGMENTS:
+                if joining is not None:
+                    yield from joining.result()
+                joining = joiner.submit(_batches_of, pending, schema)
+                pending, rows, count = {}, 0, 0
+        if joining is not None:
+            yield from joining.result()
     yield from _batches_of(pending, schema)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from ftaudit.errors import CorruptSegmentError, SegmentVanishedError, UnknownEve
 from ftaudit.eventlog.arrow_schema import from_arrow
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.layouts import missing_column
+from ftaudit.eventlog.pool import in_order
 from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments, relisting
@@ -73,16 +75,37 @@ class RunScan:
         return [str(s.path) for s in self.segments]
 
 
+@dataclass(frozen=True)
+class Footer:
+    """What reading a segment's footer gives, before any check (:func:`read_footer`)."""
+
+    metadata: dict[bytes, bytes] | None
+    num_rows: int
+    schema: pa.Schema
+    """Without the footer's key-values (digests differ per file)."""
+    content_digest: str | None
+    """As :attr:`SegmentInfo.content_digest`."""
+    parsed: pq.FileMetaData
+    """The parsed footer (a follower keeps it for its statistics; a scan drops it)."""
+
+
 class FooterChecks:
     """What the segments of one scan share: equal schemas interned (so memory does not grow
     with the number of segments), and the column checks done once per (schema, types)."""
 
     def __init__(self) -> None:
-        self.schemas: dict[pa.Schema, pa.Schema] = {}
+        self._schemas: dict[tuple[str, ...], list[pa.Schema]] = {}
         self._checked: set[tuple[int, tuple[str, ...], int]] = set()
 
-    def intern(self, schema: pa.Schema) -> pa.Schema:
-        return self.schemas.setdefault(schema, schema)
+    def intern(self, schema: pa.Schema, types: tuple[str, ...]) -> pa.Schema:
+        """The schema equal to ``schema`` seen before (with the segment's ``types``), else
+        ``schema``: compared in Arrow's C++, hashing a wide schema costs 0.1 ms a segment."""
+        seen = self._schemas.setdefault(types, [])
+        for known in seen:
+            if known.equals(schema):
+                return known
+        seen.append(schema)
+        return schema
 
     def columns(self, path: Path, meta: SegmentMeta, schema: pa.Schema) -> None:
         """The envelope and built-in payload columns are there with their types."""
@@ -107,6 +130,29 @@ class FooterChecks:
         self._checked.add(key)
 
 
+def read_footer(file: SegmentFile, *, digest: bool = False) -> Footer:
+    """Read a listed segment's footer (with ``digest``: the whole file, its bytes hashed
+    too); nothing is checked yet (:func:`check_footer`). Raises what :func:`unreadable`
+    makes. I/O, hashing and Arrow's footer parse release the GIL: scans run this on
+    threads (:func:`scan_run`).
+    """
+    path = file.path
+    content: str | None = None
+    try:
+        if digest:
+            with open(path, "rb") as f:
+                data = f.read()
+            content = file_digest(data) or ""
+            parquet = open_parquet(data)
+        else:
+            parquet = open_parquet(path)
+        md = parquet.metadata
+        schema = parquet.schema_arrow.remove_metadata()
+        return Footer(md.metadata, md.num_rows, schema, content, md)
+    except UNREADABLE as exc:
+        raise unreadable(path, exc, "not a readable Parquet file") from None
+
+
 def check_segment(
     file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
 ) -> SegmentInfo:
@@ -127,25 +173,19 @@ def checked_footer(
     ``digest``, the file is read whole once and its bytes hashed as well
     (:attr:`SegmentInfo.content_digest`: FT001 then reads nothing more).
     """
+    footer = read_footer(file, digest=digest)
+    return check_footer(file, footer, checks), footer.parsed
+
+
+def check_footer(
+    file: SegmentFile, footer: Footer, checks: FooterChecks | None = None
+) -> SegmentInfo:
+    """Check a segment's footer (:func:`read_footer`) against its name, writer and schema
+    (see :func:`check_segment`)."""
     path, writer_dir = file.path, file.writer
     checks = checks if checks is not None else FooterChecks()
-    content: str | None = None
     try:
-        if digest:
-            with open(path, "rb") as f:
-                data = f.read()
-            content = file_digest(data) or ""
-            parquet = open_parquet(data)
-        else:
-            parquet = open_parquet(path)
-        md = parquet.metadata
-        # without the footer's key-values (digests differ per file), so that the segments
-        # of one shape share one schema object: memory does not grow with their number
-        schema = checks.intern(parquet.schema_arrow.remove_metadata())
-    except UNREADABLE as exc:
-        raise unreadable(path, exc, "not a readable Parquet file") from None
-    try:
-        meta = SegmentMeta.from_metadata(md.metadata)  # the footer's own values, digest too
+        meta = SegmentMeta.from_metadata(footer.metadata)  # the footer's own values, digest too
     except (KeyError, ValueError, UnicodeDecodeError):
         raise CorruptSegmentError(
             path, "foreign Parquet file: no ftaudit segment metadata"
@@ -164,12 +204,15 @@ def checked_footer(
         raise CorruptSegmentError(path, "named as a merged segment, but its footer lists no parts")
     if meta.parts and not _parts_cover(meta):
         raise CorruptSegmentError(path, "compacted parts do not cover its sequence range")
-    if md.num_rows != meta.last_seq - meta.first_seq + 1:
+    num_rows = footer.num_rows
+    if num_rows != meta.last_seq - meta.first_seq + 1:
         raise CorruptSegmentError(
-            path, f"holds {md.num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
+            path, f"holds {num_rows} rows, footer says seq {meta.first_seq}..{meta.last_seq}"
         )
+    # the segments of one shape share one schema object: memory does not grow with them
+    schema = checks.intern(footer.schema, meta.types)
     checks.columns(path, meta, schema)
-    return SegmentInfo(path, meta, md.num_rows, schema, content), md
+    return SegmentInfo(path, meta, num_rows, schema, footer.content_digest)
 
 
 def _parts_cover(meta: SegmentMeta) -> bool:
@@ -260,6 +303,11 @@ def _check_payload_types(path: Path, meta: SegmentMeta, schema: pa.Schema) -> No
             )
 
 
+FOOTERS_AHEAD = 64
+"""At most this many footers read ahead of the one being checked (each holds its schema;
+the file's bytes are dropped once hashed)."""
+
+
 def scan_run(
     run_dir: str | os.PathLike[str],
     *,
@@ -280,7 +328,8 @@ def scan_run(
     def check() -> tuple[SegmentListing, tuple[SegmentInfo, ...]]:
         current = given.pop() if given else list_segments(run_dir)
         checks = FooterChecks()
-        return current, tuple(check_segment(f, checks, digest=digests) for f in current.files)
+        footers = in_order(partial(read_footer, digest=digests), current.files, ahead=FOOTERS_AHEAD)
+        return current, tuple(check_footer(f, footer, checks) for f, footer in footers)
 
     current, segments = relisting(check)
     skip = superseded(segments)

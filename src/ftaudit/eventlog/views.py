@@ -32,7 +32,9 @@ def _type_views(
     con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry
 ) -> dict[str, str]:
     """``{view name: SELECT}`` for every registered type and every type found on disk."""
-    present = {f.name: f.type for s in scan.segments for f in s.schema}
+    # once per shape: the segments of one shape share their interned schema
+    shapes = {id(s.schema): s.schema for s in scan.segments}.values()
+    present = {f.name: f.type for schema in shapes for f in schema}
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     # no segment has these fields yet (or any more): each becomes a typed NULL column
     absent = {
