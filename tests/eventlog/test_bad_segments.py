@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
-from ftaudit.eventlog import EventWriter, Metric, connect, load, read_records, scan_run
+from ftaudit.eventlog import EventWriter, Metric, connect, load, read_records, reader, scan_run
 from ftaudit.eventlog.rundir import list_segments
 
 
@@ -88,6 +88,29 @@ def test_the_first_undecodable_segment_in_order_is_reported(
     with pytest.raises(CorruptSegmentError, match="unreadable") as err:
         connect(tmp_path)
     assert str(err.value).startswith(f"{segments[3]}: ")
+
+
+def test_the_first_bad_footer_in_order_is_reported(
+    writer: EventWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Footers are read on threads, ahead of their checks (all six here), and checked in
+    listing order: a later segment that cannot be read at all does not hide an earlier one
+    whose footer reads but fails its checks, whichever thread finished first."""
+    monkeypatch.setattr(reader, "FOOTERS_AHEAD", 8)
+    for flush in range(6):
+        for i in range(100):
+            writer.log(Metric(step=flush * 100 + i, attempt=0, values={"i": float(i)}))
+        writer.flush()
+    segments = [f.path for f in list_segments(tmp_path).files]
+    segments[5].write_bytes(segments[5].read_bytes()[:100])  # unreadable, listed last
+    pq.write_table(pa.table({"x": [1]}), segments[2])  # readable, but no ftaudit footer
+    with pytest.raises(CorruptSegmentError, match="foreign Parquet file") as err:
+        scan_run(tmp_path, digests=True)
+    assert str(err.value).startswith(f"{segments[2]}: ")
+    segments[2].unlink()  # a hole is FT001's: the unreadable segment is reported next
+    with pytest.raises(CorruptSegmentError, match="not a readable Parquet file") as err:
+        scan_run(tmp_path)
+    assert str(err.value).startswith(f"{segments[5]}: ")
 
 
 def test_a_renamed_column_is_not_read_as_a_missing_one(writer: EventWriter, tmp_path: Path):
