@@ -33,7 +33,11 @@ def test_two_rank_ddp_rows_are_equal_and_global(tmp_path: Path) -> None:
     info = driver.allocate(0, 1, range(4, 12))
     allocation = {"buffer_size": 40, "witness_ids": info.witness_ids, "stale_ids": info.stale_ids}
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "OMP_NUM_THREADS": "1",
+    }
     procs = [
         subprocess.Popen(
             [
