@@ -174,8 +174,6 @@ ALLOCATED = """
     FROM witness_allocated"""
 """Every logged allocation row."""
 
-ALLOCATED_OF = ALLOCATED + " WHERE list_contains($1, segment)"
-"""The allocation rows of some segments: those new to a follower's window."""
 
 _RunsKey = tuple[tuple[int, ...] | None, tuple[int, ...] | None] | None
 
@@ -213,11 +211,7 @@ class AllocationLog(SegmentFed):
         self._by_segment: dict[str, list[_Allocated]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        if segments is None:
-            rows = ctx.rows(ALLOCATED, label="allocations")
-        else:
-            rows = ctx.rows(ALLOCATED_OF, [list(segments)], label="allocations")
-        for r in rows:
+        for r in self.rows(ctx, ALLOCATED, segments, label="allocations"):
             ids = (r["witness_ids"], r["sample_indices"], r["stale_ids"])
             content = (
                 r["incarnation"],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ftaudit.verifier.context import RunContext
@@ -37,6 +37,17 @@ class SegmentFed(ABC):
     @abstractmethod
     def drop(self, segment: str) -> None:
         """Forget the rows of ``segment`` (it left the window, or only part of it stays)."""
+
+    @staticmethod
+    def rows(
+        ctx: RunContext, query: str, segments: Collection[str] | None, *, label: str
+    ) -> list[dict[str, Any]]:
+        """The rows of ``query`` (it selects a ``segment`` column) from ``segments`` (None:
+        from every loaded segment)."""
+        if segments is None:
+            return ctx.rows(query, label=label)
+        of = f"SELECT * FROM ({query}) WHERE list_contains($1, segment)"
+        return ctx.rows(of, [list(segments)], label=label)
 
     def sync(self, ctx: RunContext) -> None:
         """Make the state that of the rows ``ctx``'s session holds now."""

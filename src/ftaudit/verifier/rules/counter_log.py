@@ -27,9 +27,6 @@ READINGS = """
 """Every counter reading a rank logged after an attempt (one that names no attempt of a
 cell is no reading of the committed history)."""
 
-READINGS_OF = READINGS + " AND list_contains($1, segment)"
-"""The readings of some segments: those new to a follower's window."""
-
 
 _Logged = tuple[int, int, int, str | None, int, int | None]
 """A reading's (incarnation, step, attempt, source_role, cell, rank): one a rank logs
@@ -66,11 +63,7 @@ class CounterLog(SegmentFed):
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        if segments is None:
-            rows = ctx.rows(READINGS, label="FT011 readings")
-        else:
-            rows = ctx.rows(READINGS_OF, [list(segments)], label="FT011 readings")
-        for r in rows:
+        for r in self.rows(ctx, READINGS, segments, label="FT011 readings"):
             key = (
                 r["incarnation"],
                 r["step"],

@@ -185,8 +185,6 @@ DIGESTS = """
 """Each checksum's point, and a digest of its hashes: equal digests, equal hashes (the
 JSON of a map is its entries in order, each name and hash quoted)."""
 
-DIGESTS_OF = DIGESTS + " WHERE list_contains($1, segment)"
-"""The digests of some segments' checksums: those new to a follower's window."""
 
 _Point = tuple[int, int | None, int | None, str, str, int]
 """(incarnation, step, attempt, when, role, rank): the checksums compared across cells."""
@@ -209,11 +207,7 @@ class ChecksumDigests(SegmentFed):
         self._by_segment: dict[str, list[tuple[_Point, str | None]]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        if segments is None:
-            rows = ctx.rows(DIGESTS, label="FT006 digests")
-        else:
-            rows = ctx.rows(DIGESTS_OF, [list(segments)], label="FT006 digests")
-        for r in rows:
+        for r in self.rows(ctx, DIGESTS, segments, label="FT006 digests"):
             point = (r["incarnation"], r["step"], r["attempt"], r["when"], r["role"], r["rank"])
             self._digests.setdefault(point, Counter())[r["digest"]] += 1
             self._by_segment.setdefault(r["segment"], []).append((point, r["digest"]))
