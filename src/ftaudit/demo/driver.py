@@ -43,6 +43,9 @@ from ftaudit.trainer_hooks.allocator import witness_allocated_event
 from ftaudit.trainer_hooks.driver import errored, ranks
 
 POLL_S = 0.1
+LOSE_DEADLINE_S = 300.0
+"""How long a killed cell may take to be gone (seconds, a few in practice): a bound for a
+hang of Ray's kill, not a speed."""
 QUORUM_ROUNDS = 10
 """How many times the cells may ask for a quorum of all of them before the step
 gives up (one or two in practice: see :meth:`DemoDriver._form_quorum`)."""
@@ -219,12 +222,16 @@ class DemoDriver:
         """
         handle = self.cells[cell]
         ray.kill(handle, no_restart=True)
-        while True:
+        deadline = time.monotonic() + LOSE_DEADLINE_S
+        while time.monotonic() < deadline:
             try:
-                ray.get(handle.read_heartbeat.remote())
+                ray.get(handle.read_heartbeat.remote(), timeout=POLL_S * 50)
             except RayActorError:
                 return
+            except GetTimeoutError:
+                continue
             time.sleep(POLL_S)
+        raise RuntimeError(f"cell {cell} still answered {LOSE_DEADLINE_S:.0f}s after it was killed")
 
     def _holds(self, step: int, attempt: int, cell: int) -> bool:
         return self.schedule.holds_quorum(
