@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -117,14 +118,17 @@ def test_sigterm_flushes_then_terminates(tmp_path: Path):
 
 MID_FLUSH_CHILD = TEN_BUFFERED + textwrap.dedent(
     """
-    write = w._write
+    from ftaudit.eventlog import writer as writer_module
 
-    def write_then_term(batch, first):
-        # delivered to this (main) thread at its next instruction: inside the flush
+    convert = writer_module.build_table
+
+    def term_then_convert(batch, **kwargs):
+        # delivered to this (main) thread at its next instruction: inside the flush,
+        # which holds both of the writer's locks while it converts the buffer
         os.kill(os.getpid(), signal.SIGTERM)
-        write(batch, first)
+        return convert(batch, **kwargs)
 
-    w._write = write_then_term
+    writer_module.build_table = term_then_convert
     w.flush()
     time.sleep(60)
     print("survived", flush=True)
@@ -143,6 +147,41 @@ def test_sigterm_inside_a_flush_finishes_it_then_terminates(tmp_path: Path):
         finally:
             proc.kill()
     assert _count(tmp_path) == 10
+
+
+def test_a_flush_converts_holding_the_buffer_lock_and_events_logged_meanwhile_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The flush converts the buffer holding the buffer lock, so a thread that logs
+    meanwhile waits instead of taking the GIL from the conversion slice by slice
+    (``EventWriter._freeze``); what it logs lands after the flushed events, in sequence."""
+    from ftaudit.eventlog import writer as writer_module
+
+    converting, release, held = threading.Event(), threading.Event(), []
+    convert = writer_module.build_table
+
+    def blocked(batch, **kwargs):
+        held.append(writer._lock.locked())
+        converting.set()
+        release.wait(120)
+        return convert(batch, **kwargs)
+
+    monkeypatch.setattr(writer_module, "build_table", blocked)
+    writer = _writer(tmp_path, flush_rows=10**6, flush_interval_s=3600)
+    writer.log(Metric(values={"a": 0.0}))
+    flusher = threading.Thread(target=writer.flush)
+    flusher.start()
+    assert converting.wait(120)
+    logger = threading.Thread(target=writer.log_fields, args=(Metric, {"a": 1.0}))
+    logger.start()
+    release.set()
+    flusher.join(120)
+    logger.join(120)
+    writer.close()
+    assert held == [True, True]  # the flush's conversion and the close's
+    records = read_records(tmp_path)
+    assert [(r.envelope.seq, r.event.values["a"]) for r in records] == [(0, 0.0), (1, 1.0)]
+    assert len(scan_run(tmp_path).segments) == 2
 
 
 def test_write_failure_is_counted_and_retried(tmp_path: Path):

@@ -37,7 +37,7 @@ from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.roll import Roller
 from ftaudit.eventlog.rundir import segment_path
-from ftaudit.eventlog.segment import build_table, write_atomically
+from ftaudit.eventlog.segment import SegmentMeta, build_table, write_atomically
 
 log = logging.getLogger("ftaudit.eventlog")
 
@@ -127,6 +127,7 @@ class EventWriter:
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
         self._io_owner: int | None = None  # the thread inside a flush (see _on_sigterm)
+        self._freezing = False  # a flush converts the buffer under _lock (see _freeze)
         self._buffer = Batch()
         self._buffer_first_seq = 0
         self._flush_at = self.options.flush_rows - 1  # the seq that fills the buffer
@@ -314,17 +315,58 @@ class EventWriter:
         with self._io_lock:
             self._io_owner = threading.get_ident()
             try:
-                with self._lock:
-                    batch, first = self._buffer, self._buffer_first_seq
-                    self._buffer, self._buffer_first_seq = Batch(), self._next_seq
-                    self._flush_at = self._next_seq + self.options.flush_rows - 1
-                if batch:
-                    self._write(batch, first)
+                started = time.perf_counter()
+                frozen = self._freeze()
+                if frozen is not None:
+                    self._seal(*frozen, started=started)
             finally:
                 self._io_owner = None
         if _sigterm_deferred:
             _terminate()
         return self._durable_seq
+
+    def _freeze(self) -> tuple[Batch, int, pa.Table, SegmentMeta] | None:
+        """Take the buffer and convert it to the segment's table, holding the buffer lock
+        throughout; None when nothing is buffered.
+
+        The conversion holds the GIL except inside each Arrow and numpy call, and a thread
+        that gives the GIL up gets it back only when the holder's switch interval (5 ms)
+        ends: while a training thread logs in a loop, a conversion of a few dozen such
+        calls took 5-10x its CPU time, and the flusher fell behind. With the lock held, a
+        thread that logs meanwhile waits, asleep, and the conversion runs at its CPU speed;
+        the logging thread spends no more CPU per event, and it could not have run while
+        the conversion held the GIL anyway.
+        """
+        with self._lock:
+            batch, first = self._buffer, self._buffer_first_seq
+            if not batch:
+                return None
+            self._buffer, self._buffer_first_seq = Batch(), self._next_seq
+            self._flush_at = self._next_seq + self.options.flush_rows - 1
+            self._freezing = True
+            try:
+                table, meta = build_table(
+                    batch,
+                    first_seq=first,
+                    run_id=self.run_id,
+                    incarnation=self.incarnation,
+                    writer=self.writer_id,
+                    source=self.source,
+                    registry=self.registry,
+                    prev_digest=self._head[1],
+                    dropped=self._dropped_pending,
+                    key=self._key,
+                )
+            except Exception as exc:
+                failure: Exception | None = exc
+            else:
+                failure = None
+            finally:
+                self._freezing = False
+        if failure is not None:
+            self._failed(batch, first, failure)
+            return None
+        return batch, first, table, meta
 
     def close(self) -> None:
         """Flush and stop the background thread; report lost events loudly. Idempotent."""
@@ -385,41 +427,15 @@ class EventWriter:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, batch: Batch, first: int) -> None:
-        started = time.perf_counter()
+    def _seal(
+        self, batch: Batch, first: int, table: pa.Table, meta: SegmentMeta, *, started: float
+    ) -> None:
+        """Encode, fsync and publish a frozen batch as its segment; on failure requeue it."""
         try:
-            table, meta = build_table(
-                batch,
-                first_seq=first,
-                run_id=self.run_id,
-                incarnation=self.incarnation,
-                writer=self.writer_id,
-                source=self.source,
-                registry=self.registry,
-                prev_digest=self._head[1],
-                dropped=self._dropped_pending,
-                key=self._key,
-            )
             path = segment_path(self.run_dir, self.writer_id, first)
             digest = write_atomically(table, path, fsync=self.options.fsync, key=self._key)
         except Exception as exc:
-            self.stats.write_errors += 1
-            self._failing = True
-            self._requeue(batch, first)
-            if self.options.fail_closed:
-                raise WriterError(
-                    f"{self.run_dir}: cannot write events of {self.writer_id}: {exc}"
-                ) from exc
-            if not self._warned:
-                self._warned = True
-                log.warning(
-                    "ftaudit: cannot write events of %s to %s (%s); keeping them in memory "
-                    "and retrying (up to %d events, then the oldest are dropped)",
-                    self.writer_id,
-                    self.run_dir,
-                    exc,
-                    self.options.max_buffered,
-                )
+            self._failed(batch, first, exc)
             return
         if self._failing:
             self._failing = False
@@ -439,6 +455,28 @@ class EventWriter:
             self._roller.sealed(table, meta, digest, path)
             self.stats.rolls = self._roller.rolls
         self.stats.flush_seconds += time.perf_counter() - started
+
+    def _failed(self, batch: Batch, first: int, exc: Exception) -> None:
+        """A flush that could not be converted or written: count it, keep its events in
+        memory (dropping the oldest beyond ``max_buffered``), raise when fail-closed, else
+        warn once."""
+        self.stats.write_errors += 1
+        self._failing = True
+        self._requeue(batch, first)
+        if self.options.fail_closed:
+            raise WriterError(
+                f"{self.run_dir}: cannot write events of {self.writer_id}: {exc}"
+            ) from exc
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "ftaudit: cannot write events of %s to %s (%s); keeping them in memory "
+                "and retrying (up to %d events, then the oldest are dropped)",
+                self.writer_id,
+                self.run_dir,
+                exc,
+                self.options.max_buffered,
+            )
 
     def _requeue(self, batch: Batch, first: int) -> None:
         with self._lock:
@@ -530,12 +568,14 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _held_here(writer: EventWriter) -> bool:
-    """Whether the calling thread holds one of ``writer``'s locks (another thread holds
-    the buffer lock only for a few instructions, so a second's wait tells them apart)."""
+    """Whether the calling thread holds one of ``writer``'s locks. A logging thread holds
+    the buffer lock only for a few instructions, so a second's wait tells them apart; a
+    flush holds it while it converts the buffer (``_freezing``), and a flush is then under
+    way in another thread (the calling thread's own is told by ``_io_owner``)."""
     if writer._io_owner == threading.get_ident():
         return True
     if not writer._lock.acquire(timeout=1.0):
-        return True
+        return not writer._freezing
     writer._lock.release()
     return False
 
