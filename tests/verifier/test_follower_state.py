@@ -5,13 +5,18 @@ of new segments are checked before they join the window."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pytest
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.load import conformed_batches, unified_schema
+from ftaudit.eventlog.reader import scan_run
+from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import synthesize
@@ -20,7 +25,8 @@ from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.incremental import FooterCache, select
 from ftaudit.verifier.rules.counter_log import CounterLog
 from ftaudit.verifier.session import Session
-from tests.support.corrupt import FORGED_RUNS, forge_digest, load_segment
+from ftaudit.verifier.validation import check_rows, suspect_rows
+from tests.support.corrupt import FORGED_RUNS, ID_SETS, forge_digest, load_segment
 from tests.support.synth_runs import LOOKBACK
 
 CONFIG = dataclasses.replace(LOOKBACK, steps=24, restarts=0, retries=0, flush_every=1)
@@ -132,3 +138,86 @@ def test_a_rule_state_forgets_a_segment_holding_an_attempt_twice(run_dir: Path) 
         log.add(ctx, [segment])
         assert log.jumps(ctx) == want
         assert want == []  # a valid run: no counter jumped
+
+
+def _rows_of(run: Path) -> pa.Table:
+    scan = scan_run(run)
+    return pa.Table.from_batches(
+        list(conformed_batches(scan, unified_schema(scan))), unified_schema(scan)
+    )
+
+
+def _forged(rows: pa.Table, column: str, forge: Callable[[Any], Any]) -> pa.Table:
+    """``rows`` with the first value of ``column`` that is not NULL forged."""
+    values = rows.column(column).to_pylist()
+    row = next(i for i, v in enumerate(values) if v is not None)
+    values[row] = forge(values[row])
+    field = rows.schema.field(column)
+    return rows.set_column(rows.schema.get_field_index(column), field, pa.array(values, field.type))
+
+
+def _outcome(cells: list) -> list:
+    (cell, outcome), *rest = cells
+    return [(cell, {**outcome, "ranks": ["rolled_back"]}), *rest]
+
+
+FORGERIES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    **{
+        f"{column}:{kind}": (column, lambda _, runs=runs: runs)
+        for column in ID_SETS
+        for kind, runs in FORGED_RUNS.items()
+    },
+    "null num_ids": ("witness_allocated.num_ids", lambda _: None),
+    "null cells": ("step_end.cells", lambda _: None),
+    "short sample_indices": (
+        "witness_allocated.sample_indices",
+        lambda v: {"starts": v["starts"], "lengths": [*v["lengths"][:-1], v["lengths"][-1] + 1]},
+    ),
+    "ids past the ring": (
+        "witness_snapshot.nonzero_ids",
+        lambda _: {"starts": [CONFIG.buffer_size - 1], "lengths": [2]},
+    ),
+    "rank outcome": ("step_end.cells", _outcome),
+    "checksum point": ("trainer_weight_checksum.when", lambda _: "before_step"),
+    "writer kind": ("source_kind", lambda _: "scheduler"),
+    "writer role": ("source_role", lambda _: "reward"),
+}
+
+
+@pytest.fixture(scope="module")
+def honest_rows(run_dir: Path) -> pa.Table:
+    return _rows_of(run_dir)
+
+
+def _judged(rows: pa.Table) -> str | None:
+    """What :func:`check_rows` says of ``rows`` (None: nothing)."""
+    with duckdb.connect() as con:
+        con.register("_rows", rows)
+        con.execute(f"CREATE TABLE {SEGMENTS} AS SELECT * FROM _rows")
+        try:
+            check_rows(con, default_registry)
+        except CorruptSegmentError as exc:
+            return str(exc)
+    return None
+
+
+def _rings(rows: pa.Table) -> dict[int, int]:
+    started = [r for r in rows.to_pylist() if r["type"] == "run_started"]
+    return {r["incarnation"]: r["run_started.buffer_size"] for r in started}
+
+
+def test_the_screen_passes_honest_rows(honest_rows: pa.Table) -> None:
+    assert _judged(honest_rows) is None
+    assert not suspect_rows(honest_rows, default_registry, _rings(honest_rows))
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_the_screen_flags_every_row_the_check_refuses(honest_rows: pa.Table, forgery: str) -> None:
+    """A follower's new rows go to :func:`check_rows` (the judge, whose message is
+    reported) only where the Arrow screen flags them: it must flag every row the judge
+    refuses, for every kind of invariant (an id set, a required field, a count, the ring,
+    an enum at any depth, the envelope's identity)."""
+    column, forge = FORGERIES[forgery]
+    rows = _forged(honest_rows, column, forge)
+    assert _judged(rows) is not None, forgery  # a forgery the judge refuses
+    assert suspect_rows(rows, default_registry, _rings(rows))

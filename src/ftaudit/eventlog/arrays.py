@@ -15,6 +15,7 @@ rows in a row once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import is_
 
 import numpy as np
@@ -62,6 +63,19 @@ def constant_strings(value: str, n: int) -> pa.Array:
     raw = value.encode()
     offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
+
+
+def string_array(values: Sequence[str]) -> pa.Array:
+    """``values`` as a string array (what ``pa.array(values)`` gives, without the shim)."""
+    raw = [v.encode() for v in values]
+    offsets = np.cumsum([0, *map(len, raw)], dtype=np.int32)
+    return pa.StringArray.from_buffers(len(raw), pa.py_buffer(offsets), pa.py_buffer(b"".join(raw)))
+
+
+def int64_array(values: np.ndarray) -> pa.Array:
+    """A 1-d numpy integer array as an Arrow ``int64`` array (no NULLs; no shim)."""
+    data = pa.py_buffer(np.ascontiguousarray(values, dtype=np.int64))
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, data])
 
 
 def string_scalar(value: str) -> pa.StringScalar:

@@ -145,17 +145,12 @@ def load_segments(
     scan: RunScan,
     table: str,
     schema: pa.Schema | None = None,
-    *,
-    temp: bool = False,
 ) -> pa.Schema:
     """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``;
     returns the table's schema: ``schema`` (every column of these segments must be one of
-    its, see :func:`fits`), by default the segments' unified one. A ``temp`` table holds
-    rows on their way to another table (a follower's new segments, checked before they
-    join the run's)."""
+    its, see :func:`fits`), by default the segments' unified one."""
     schema = schema if schema is not None else unified_schema(scan)
-    kind = "TEMP TABLE" if temp else "TABLE"
-    _stream(con, scan, schema, f"CREATE {kind} {ident(table)} AS SELECT * FROM {{source}}")
+    _stream(con, scan, schema, f"CREATE TABLE {ident(table)} AS SELECT * FROM {{source}}")
     return schema
 
 

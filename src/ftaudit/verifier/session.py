@@ -25,8 +25,9 @@ from ftaudit.errors import (
     UnknownEventTypeError,
     UnusableInputError,
 )
+from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
-from ftaudit.eventlog.load import fits, load_segments
+from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
 from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
@@ -34,7 +35,7 @@ from ftaudit.eventlog.sql import ident, string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.result_rows import row_maker
-from ftaudit.verifier.validation import check_rows
+from ftaudit.verifier.validation import check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views
 
 
@@ -177,21 +178,23 @@ class Session:
         check_types(new, self.registry)
         narrowed = {p: k for p, k in partial.items() if p not in self._partial}
         try:
-            if new.segments:
-                self._stage(new, narrowed)
+            rows = self._stage(new, narrowed) if new.segments else None
             gone = sorted(loaded - wanted)
             if gone:
                 self.con.execute(
                     f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(gone)}, filename)"
                 )
-            if new.segments:
-                self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_INCOMING}")
-            _keep(self.con, narrowed)  # segments loaded whole before, now kept in part
+            if rows is not None:
+                self.con.register(_NEW_ROWS, rows)
+                self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
+            # segments loaded whole before, now kept in part
+            _keep(self.con, {p: k for p, k in narrowed.items() if p in loaded})
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
         finally:
+            self.con.unregister(_NEW_ROWS)
             self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
         self._partial = partial
@@ -199,13 +202,41 @@ class Session:
         self._holding = {}
         return True
 
-    def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> None:
-        """Load ``new``'s segments into :data:`_INCOMING` (of ``partial`` ones only the
-        kept types' rows) and check them there: checking them among the window's rows
-        cost a poll a scan of the whole window per event type."""
-        load_segments(self.con, new, _INCOMING, self.schema, temp=True)
-        _keep(self.con, partial, _INCOMING)
-        check_rows(self.con, self.registry, _INCOMING)
+    def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> pa.Table:
+        """``new``'s rows in the loaded table's columns (of ``partial`` segments, only the
+        kept types' rows), checked before they join it.
+
+        The checks run on the decoded rows (:func:`suspect_rows`); only where they find a
+        possible problem are the rows loaded into :data:`_INCOMING` and checked by
+        :func:`check_rows`, the judge whose message is reported: planning its statement
+        over them cost every poll 25-32 ms of CPU, and checking them among the window's
+        rows a scan of the whole window per event type.
+        """
+        rows = pa.Table.from_batches(list(conformed_batches(new, self.schema)), self.schema)
+        rows = _kept_rows(rows, partial)
+        if suspect_rows(rows, self.registry, self._rings(rows)):
+            self.con.register(_NEW_ROWS, rows)
+            self.con.execute(f"CREATE TEMP TABLE {_INCOMING} AS SELECT * FROM {_NEW_ROWS}")
+            check_rows(self.con, self.registry, _INCOMING)
+        return rows
+
+    def _rings(self, rows: pa.Table) -> dict[int, int]:
+        """Each incarnation's ring size, as :func:`check_rows` joins them: the largest
+        buffer size of its ``run_started`` rows, the loaded ones and ``rows``'."""
+        import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
+
+        if _BUFFER not in self.schema.names:
+            return {}
+        found = self.con.execute(
+            f"SELECT incarnation, {ident(_BUFFER)} FROM {SEGMENTS} WHERE type = 'run_started'"
+        ).fetchall()
+        started = rows.filter(pc.equal(rows["type"], string_scalar("run_started")))
+        found += zip(started["incarnation"].to_pylist(), started[_BUFFER].to_pylist(), strict=True)
+        rings: dict[int, int] = {}
+        for incarnation, size in found:
+            if incarnation is not None and size is not None:
+                rings[incarnation] = max(size, rings.get(incarnation, size))
+        return rings
 
     @property
     def run_dir(self) -> Path:
@@ -313,7 +344,33 @@ class Session:
 
 
 _INCOMING = "_incoming"
-"""A moved session's new rows, checked before they join :data:`SEGMENTS`."""
+"""A moved session's new rows, checked by :func:`check_rows` before they join
+:data:`SEGMENTS` (where :func:`suspect_rows` found a possible problem)."""
+
+_NEW_ROWS = "_incoming_rows"
+"""The same rows, as the Arrow table DuckDB reads them from."""
+
+_BUFFER = "run_started.buffer_size"
+
+
+def _kept_rows(rows: pa.Table, partial: dict[str, tuple[str, ...]]) -> pa.Table:
+    """``rows`` less, of each segment in ``partial`` (path -> event types), the other
+    types' rows (:func:`_keep` on Arrow rows)."""
+    import pyarrow.compute as pc
+
+    for types, paths in _by_types(partial).items():
+        inside = pc.is_in(rows[FILENAME], value_set=string_array(paths))
+        other = pc.invert(pc.is_in(rows["type"], value_set=string_array(types)))
+        rows = rows.filter(pc.invert(pc.and_(inside, other)))
+    return rows
+
+
+def _by_types(partial: dict[str, tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
+    """The segments of ``partial``, by the types kept of them (paths sorted)."""
+    by_types: dict[tuple[str, ...], list[str]] = {}
+    for path, types in partial.items():
+        by_types.setdefault(types, []).append(path)
+    return {types: sorted(paths) for types, paths in by_types.items()}
 
 
 def _partial(
@@ -324,17 +381,12 @@ def _partial(
     return kept
 
 
-def _keep(
-    con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]], table: str = SEGMENTS
-) -> None:
+def _keep(con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]]) -> None:
     """Of each segment in ``partial`` (path -> event types), keep only those types' rows."""
-    by_types: dict[tuple[str, ...], list[str]] = {}
-    for path, types in partial.items():
-        by_types.setdefault(types, []).append(path)
-    for types, paths in by_types.items():
+    for types, paths in _by_types(partial).items():
         con.execute(
-            f"DELETE FROM {ident(table)} WHERE NOT list_contains({string_list(list(types))}, type) "
-            f"AND list_contains({string_list(sorted(paths))}, filename)"
+            f"DELETE FROM {SEGMENTS} WHERE NOT list_contains({string_list(list(types))}, type) "
+            f"AND list_contains({string_list(paths)}, filename)"
         )
 
 

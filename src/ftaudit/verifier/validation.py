@@ -17,23 +17,39 @@ object):
 * every enum or literal value, also inside lists, maps and nested models (a rank
   outcome in ``step_end.cells``, a checksum's ``when``), and the envelope's writer kind
   and role, is one the models know.
+
+A follower's poll screens the rows of its new segments with Arrow checks of the same
+invariants first (:func:`suspect_rows`) and runs the query only on rows they flag.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal, get_args, get_origin
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 import duckdb
+import numpy as np
 from pydantic import BaseModel
 
 from ftaudit.errors import CorruptSegmentError
+from ftaudit.eventlog.arrays import (
+    int64_array,
+    list_lengths,
+    list_values,
+    string_array,
+    string_scalar,
+)
 from ftaudit.eventlog.arrow_schema import is_optional, strip_optional
 from ftaudit.eventlog.identity import Identity, Trainer
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.registry import EventRegistry, EventType
 from ftaudit.eventlog.sql import ident, literal
 from ftaudit.eventlog.views import SEGMENTS
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 RING_IDS = frozenset(
     {
@@ -231,10 +247,198 @@ def check_rows(
                 FROM {source} s LEFT JOIN rings USING (incarnation))
             SELECT type, filename, seq, why FROM checked WHERE why IS NOT NULL
             ORDER BY _order, filename, seq LIMIT 1"""
-    ).fetchone()
-    if found is not None:
-        name, filename, seq, why = found
+    ).fetchall()  # read out: a result left open blocks the connection's next call
+    if found:
+        ((name, filename, seq, why),) = found
         raise CorruptSegmentError(filename, f"{name} event at seq {seq}: {why}")
 
 
-__all__ = ["RING_IDS", "check_rows"]
+def suspect_rows(table: pa.Table, registry: EventRegistry, rings: Mapping[int, int]) -> bool:
+    """Whether a row of ``table`` (rows in the loaded table's columns) may break its model:
+    False only where :func:`check_rows` over them finds nothing.
+
+    A follower's poll checks the few thousand rows of the segments new to its window.
+    Planning :func:`check_rows`'s statement (17 KB of SQL: every condition of every type)
+    cost each poll 25-32 ms of CPU; these Arrow checks of the same invariants cost a
+    fraction. They are a screen, not the judge: where a problem may be (they look at
+    columns, not at each row of its type: coarser than the SQL), the caller runs
+    :func:`check_rows`, whose first problem and its message are the only ones reported.
+    ``rings``: each incarnation's ring size (the largest buffer size its ``run_started``
+    rows declare, these and the run's), as :func:`check_rows` joins them.
+    """
+    import pyarrow.compute as pc  # a follower's poll only: ft-verify's plain path never loads it
+
+    present = set(table.column_names)
+    types = set(pc.unique(table["type"]).to_pylist())
+    ring_of_row = _ring_of_row(table, rings) if rings else None
+    for event_type in registry:
+        if event_type.name not in types:
+            continue
+        of_type = pc.equal(table["type"], string_scalar(event_type.name))
+        for field in _screened(event_type):
+            if field.column not in present:
+                continue
+            values = table[field.column].combine_chunks()
+            if field.required and values.null_count and values.filter(of_type).null_count:
+                return True
+            if field.runs:
+                if _runs_suspect(values, ring_of_row if field.ring else None):
+                    return True
+            if field.enum and _unknown_in(values, field.annotation):
+                return True
+        if _misaligned(table, event_type, present):
+            return True
+    return _foreign_identity(table, present)
+
+
+@dataclass(frozen=True)
+class _Screened:
+    """What :func:`suspect_rows` checks of one field (what :func:`_problems` writes as SQL)."""
+
+    column: str
+    annotation: Any
+    required: bool
+    runs: bool
+    ring: bool
+    enum: bool
+
+
+_SCREENS: dict[tuple[str, type], tuple[_Screened, ...]] = {}
+
+
+def _screened(event_type: EventType) -> tuple[_Screened, ...]:
+    """The fields of ``event_type`` and what is checked of each (worked out once per type)."""
+    key = (event_type.name, event_type.model)
+    found = _SCREENS.get(key)
+    if found is None:
+        found = _SCREENS[key] = tuple(
+            _Screened(
+                event_type.column(name),
+                annotation,
+                event_type.model.model_fields[name].is_required() and not is_optional(annotation),
+                _is_runs(annotation),
+                (event_type.name, name) in RING_IDS,
+                _unknown_value("x", annotation) is not None,
+            )
+            for name, annotation in event_type.fields
+        )
+    return found
+
+
+def _ring_of_row(table: pa.Table, rings: Mapping[int, int]) -> pa.Array:
+    """Each row's ring size (NULL: its incarnation declared none)."""
+    import pyarrow.compute as pc
+
+    keys = int64_array(np.fromiter(rings, np.int64, len(rings)))
+    sizes = int64_array(np.fromiter(rings.values(), np.int64, len(rings)))
+    return sizes.take(pc.index_in(table["incarnation"].combine_chunks(), value_set=keys))
+
+
+def _runs_suspect(values: pa.StructArray, ring: pa.Array | None) -> bool:
+    """Whether a not-NULL id set of ``values`` may break one of :func:`_runs_problems`."""
+    import pyarrow.compute as pc
+
+    if values.null_count == len(values):
+        return False
+    starts, lengths = (values.flatten()[values.type.get_field_index(f)] for f in _RUNS)
+    if starts.null_count != values.null_count or lengths.null_count != values.null_count:
+        return True  # starts or lengths NULL in a set that is not
+    if not np.array_equal(list_lengths(starts), list_lengths(lengths)):
+        return True
+    first, size = pc.list_flatten(starts), pc.list_flatten(lengths)
+    if first.null_count or size.null_count:
+        return True
+    if not len(first):
+        return False
+    if pc.min(size).as_py() <= 0 or pc.min(first).as_py() < 0 or pc.max(size).as_py() >= _HUGE:
+        return True  # (a huge run: its sums may overflow where the SQL's do not)
+    try:
+        ends = pc.add_checked(first, size)
+    except ArithmeticError:  # pyarrow's overflow: the SQL's sum may fail as well
+        return True
+    if ring is None:
+        return False
+    beyond = pc.greater(ends, ring.take(pc.list_parent_indices(starts)))
+    return bool(pc.any(beyond).as_py())
+
+
+_RUNS = ("starts", "lengths")
+
+_HUGE = 1 << 40
+"""A run this long is no writer's (10^12 ids): screened out, judged by the SQL."""
+
+
+def _misaligned(table: pa.Table, event_type: EventType, present: set[str]) -> bool:
+    """Whether an id set of an :data:`ALIGNED` type may hold other than its count of values
+    (its lengths are screened already: none NULL, each below :data:`_HUGE`)."""
+    import pyarrow.compute as pc
+
+    count_field, sets = ALIGNED.get(event_type.name, (None, ()))
+    if count_field is None or event_type.column(count_field) not in present:
+        return False
+    count = table[event_type.column(count_field)].combine_chunks()
+    for name in sets:
+        column = event_type.column(name)
+        if column not in present:
+            continue
+        values = table[column].combine_chunks()
+        lengths = values.flatten()[values.type.get_field_index("lengths")]
+        per_row = list_lengths(lengths)  # a NULL list: 0 lengths, its set NULL, not judged
+        sums = np.concatenate(([0], np.cumsum(list_values(lengths))))
+        ends = np.cumsum(per_row)
+        total = int64_array(sums[ends] - sums[ends - per_row])
+        differ = pc.and_(pc.not_equal(total, count), values.is_valid())
+        if pc.any(differ).as_py():
+            return True
+    return False
+
+
+def _unknown_in(values: pa.Array, annotation: Any) -> bool:
+    """Whether ``values`` (of ``annotation``) hold an enum or literal value the model does
+    not know, at any depth (a NULL parent's children too: coarser than the SQL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ann = strip_optional(annotation)
+    known = _known(ann)
+    if known is not None:
+        return _outside(values, known[1])
+    origin = get_origin(ann)
+    if origin is dict:  # every entry's value, those of sliced-off rows too
+        return _unknown_in(values.items, get_args(ann)[-1])
+    if origin in (list, tuple):
+        return _unknown_in(pc.list_flatten(values), get_args(ann)[0])
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        assert isinstance(values, pa.StructArray)
+        children = values.flatten()
+        return any(
+            _unknown_in(children[values.type.get_field_index(name)], field.annotation)
+            for name, field in ann.model_fields.items()
+            if _enum_inside(field.annotation)
+        )
+    return False
+
+
+def _enum_inside(annotation: Any) -> bool:
+    return _unknown_value("x", annotation) is not None
+
+
+def _outside(values: pa.Array | pa.ChunkedArray, known: tuple[str, ...]) -> bool:
+    """Whether a value of ``values`` that is not NULL is none of ``known``."""
+    import pyarrow.compute as pc
+
+    found = values.drop_null()
+    return bool(len(found)) and not pc.all(pc.is_in(found, value_set=string_array(known))).as_py()
+
+
+def _foreign_identity(table: pa.Table, present: set[str]) -> bool:
+    """Whether an envelope's writer kind or role may be none of :func:`_identity_problems`'s."""
+    kinds = tuple(str(get_args(m.model_fields["kind"].annotation)[0]) for m in _IDENTITIES)
+    return any(
+        _outside(table[column], known)
+        for column, known in (("source_kind", kinds), ("source_role", _ROLES))
+        if column in present
+    )
+
+
+__all__ = ["RING_IDS", "check_rows", "suspect_rows"]
