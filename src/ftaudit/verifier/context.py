@@ -168,10 +168,20 @@ class Allocation:
         return runs_at(self.sample_indices, positions - self.start)
 
 
-ALLOCATED = """
-    SELECT incarnation, step, attempt, num_ids, counter_after, witness_ids, sample_indices,
-           stale_ids, seq, writer, segment
-    FROM witness_allocated"""
+ALLOCATED_COLUMNS = (
+    "incarnation",
+    "step",
+    "attempt",
+    "num_ids",
+    "counter_after",
+    "witness_ids",
+    "sample_indices",
+    "stale_ids",
+    "seq",
+    "writer",
+)
+
+ALLOCATED = f"SELECT {', '.join(ALLOCATED_COLUMNS)}, segment FROM witness_allocated"
 """Every logged allocation row."""
 
 
@@ -211,7 +221,10 @@ class AllocationLog(SegmentFed):
         self._by_segment: dict[str, list[_Allocated]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        for r in self.rows(ctx, ALLOCATED, segments, label="allocations"):
+        rows = self.added_rows(ctx, ALLOCATED_COLUMNS, segments)
+        if rows is None:
+            rows = self.rows(ctx, ALLOCATED, segments, label="allocations")
+        for r in rows:
             ids = (r["witness_ids"], r["sample_indices"], r["stale_ids"])
             content = (
                 r["incarnation"],
@@ -468,13 +481,15 @@ class RunContext:
             new = sorted(
                 {r["segment"] for r in rows if r["seq"] not in parsed.get(r["segment"], {})}
             )
-            if new:
-                for r in self.rows(
+            cells = self.session.added_rows("step_end", ("seq", "cells"), new) if new else []
+            if cells is None:  # not all of them added by the last move: asked of DuckDB
+                cells = self.rows(
                     "SELECT segment, seq, cells FROM step_end WHERE list_contains($1, segment)",
                     [new],
                     label="committed steps: new cells",
-                ):
-                    parsed.setdefault(r["segment"], {})[r["seq"]] = parse_cells(r["cells"])
+                )
+            for r in cells:
+                parsed.setdefault(r["segment"], {})[r["seq"]] = parse_cells(r["cells"])
             for r in rows:
                 r["cells"] = parsed[r["segment"]][r["seq"]]
         return [CommittedStep(r["step"], r["attempt"], r["incarnation"], r["cells"]) for r in rows]

@@ -13,7 +13,7 @@ the window's rows would build, and the rule judges from it the same way in both 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -48,6 +48,17 @@ class SegmentFed(ABC):
             return ctx.rows(query, label=label)
         of = f"SELECT * FROM ({query}) WHERE list_contains($1, segment)"
         return ctx.rows(of, [list(segments)], label=label)
+
+    def added_rows(
+        self, ctx: RunContext, columns: Sequence[str], segments: Collection[str] | None
+    ) -> list[dict[str, Any]] | None:
+        """The ``columns`` of the state's event type's view, and ``segment``, of the rows of
+        ``segments`` as the poll that added them decoded them (no query:
+        :meth:`~ftaudit.verifier.session.Session.added_rows`); None where it did not add
+        them all (the caller asks :meth:`rows`)."""
+        if segments is None:
+            return None
+        return ctx.session.added_rows(self.event_type, columns, segments)
 
     def sync(self, ctx: RunContext) -> None:
         """Make the state that of the rows ``ctx``'s session holds now."""

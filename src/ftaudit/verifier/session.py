@@ -29,6 +29,7 @@ from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
 from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
@@ -92,6 +93,11 @@ class Session:
     """The event types of the loaded rows (asked of DuckDB on first use, again after a move)."""
     one_thread: bool = False
     """Whether DuckDB runs on one thread (:data:`ONE_THREAD_ROWS`)."""
+    added: pa.Table | None = None
+    """The rows the last :meth:`move` added, as Arrow decoded them (None: none, or the
+    session opened since): :meth:`added_rows` reads them without a query."""
+    _added_from: frozenset[str] = frozenset()
+    """The segments (paths) :attr:`added` holds the loaded rows of."""
 
     @classmethod
     def open(
@@ -164,6 +170,7 @@ class Session:
         segment loaded in part is now needed whole or in another part: the caller opens
         a new session. Raises ``UnusableInputError`` as :meth:`open` does.
         """
+        self.added, self._added_from = None, frozenset()
         loaded = {str(i.path) for i in self.scan.segments}
         wanted = {str(i.path) for i in scan.segments}
         fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
@@ -200,7 +207,38 @@ class Session:
         self._partial = partial
         self._types = None
         self._holding = {}
+        if rows is not None:
+            self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
+
+    def added_rows(
+        self, event_type: str, columns: Sequence[str], segments: Collection[str]
+    ) -> list[dict[str, Any]] | None:
+        """The ``columns`` of ``event_type``'s view, and ``segment``, of the loaded rows of
+        ``segments``, read from the rows the last :meth:`move` added (:attr:`added`);
+        None where those are not the rows of every one of ``segments``.
+
+        A follower's rule state (:class:`~ftaudit.verifier.segment_state.SegmentFed`) is
+        fed the segments new to its window: asking DuckDB for their rows cost a poll a
+        query each (planning one costs milliseconds however few rows it finds). The
+        values are those the view's query gives, but for maps (pairs, not a dict).
+        """
+        import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
+
+        added = self.added
+        if added is None or not self._added_from.issuperset(segments):
+            return None
+        of_type = pc.equal(added["type"], string_scalar(event_type))
+        inside = pc.is_in(added[FILENAME], value_set=string_array(sorted(segments)))
+        rows = added.filter(pc.and_(of_type, inside))
+        names = [*columns, "segment"]
+        arrays = []
+        for name in columns:
+            column = name if name in ENVELOPE_COLUMNS else f"{event_type}.{name}"
+            found = column in rows.column_names
+            arrays.append(rows[column] if found else pa.nulls(rows.num_rows))
+        arrays.append(rows[FILENAME])
+        return pa.Table.from_arrays(arrays, names=names).to_pylist()
 
     def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> pa.Table:
         """``new``'s rows in the loaded table's columns (of ``partial`` segments, only the

@@ -19,13 +19,22 @@ from ftaudit.verifier.context import CommittedStep, RunContext
 from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank
 from ftaudit.verifier.segment_state import SegmentFed
 
-READINGS = """
-    SELECT incarnation, step, attempt, source_role, cell, rank, seq, segment, counters
-    FROM step_applied
-    WHERE incarnation IS NOT NULL AND step IS NOT NULL AND attempt IS NOT NULL
-      AND cell IS NOT NULL"""
-"""Every counter reading a rank logged after an attempt (one that names no attempt of a
-cell is no reading of the committed history)."""
+READING_COLUMNS = (
+    "incarnation",
+    "step",
+    "attempt",
+    "source_role",
+    "cell",
+    "rank",
+    "seq",
+    "counters",
+)
+
+READINGS = f"SELECT {', '.join(READING_COLUMNS)}, segment FROM step_applied"
+"""Every counter reading a rank logged (one that names no attempt of a cell, no reading
+of the committed history, is skipped: :data:`_NAMED`)."""
+
+_NAMED = ("incarnation", "step", "attempt", "cell")
 
 
 _Logged = tuple[int, int, int, str | None, int, int | None]
@@ -63,7 +72,12 @@ class CounterLog(SegmentFed):
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        for r in self.rows(ctx, READINGS, segments, label="FT011 readings"):
+        rows = self.added_rows(ctx, READING_COLUMNS, segments)
+        if rows is None:
+            rows = self.rows(ctx, READINGS, segments, label="FT011 readings")
+        for r in rows:
+            if any(r[name] is None for name in _NAMED):
+                continue
             key = (
                 r["incarnation"],
                 r["step"],
