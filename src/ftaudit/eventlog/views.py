@@ -160,7 +160,15 @@ def create_views(
     switched off afterwards without breaking them. ``manifests=False`` leaves the
     dataset manifests out (the data views are then empty of manifest items).
     """
-    schema = load_segments(con, scan, SEGMENTS)
+    # the table's row order is no reader's concern (every query orders what it needs, as
+    # the loader's batches never kept the segments' order): a parallel insert free to
+    # reorder costs a third less CPU (3.4-3.7 s against 2.2-2.7 s at 1.27 M rows); results
+    # of queries without ORDER BY keep the table's order again afterwards
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        schema = load_segments(con, scan, SEGMENTS)
+    finally:
+        con.execute("RESET preserve_insertion_order")
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
     for name, select in _type_views(con, scan, registry).items():
