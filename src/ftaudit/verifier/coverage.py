@@ -15,13 +15,16 @@ picture shows exactly what the rule compared.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from ftaudit.eventlog.arrays import int64_numpy
+from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values
 from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
 from ftaudit.verifier.ownership import Owners, resolve
 from ftaudit.verifier.ring import keep_size
@@ -105,18 +108,66 @@ class SnapshotGroup:
 
 def snapshot_groups(ctx: RunContext) -> dict[StepKey, list[SnapshotGroup]]:
     """The snapshot groups of every committed attempt under judgement (at ``ctx.since``
-    or later: an online window's earlier steps were judged by an earlier poll), by attempt."""
+    or later: an online window's earlier steps were judged by an earlier poll), by attempt.
+
+    Read as Arrow columns, not as rows of nested Python values: DuckDB's values of the
+    groups' id sets and members cost more than the query (0.3 s of CPU at 10,000 steps x
+    16 cells, against 0.28 s for the query itself)."""
     out: dict[StepKey, list[SnapshotGroup]] = defaultdict(list)
-    for r in ctx.rows(SNAPSHOT_GROUPS, [ctx.since], label="witness snapshots"):
+    table = ctx.session.query(SNAPSHOT_GROUPS, [ctx.since], label="witness snapshots")
+    if not table.num_rows:
+        return out
+    column = {name: table.column(name).combine_chunks() for name in table.column_names}
+    keys = zip(
+        *(int64_numpy(column[c]).tolist() for c in ("incarnation", "step", "attempt")),
+        strict=True,
+    )
+    members = zip(*(_lists(column[c]) for c in ("cells", "ranks", "instances")), strict=True)
+    for key, nonzero, stale, (cells, ranks, instances), segment in zip(
+        keys,
+        _spans_of_rows(column["nonzero_ids"]),
+        _spans_of_rows(column["stale_ids"]),
+        members,
+        column["segment"].to_pylist(),
+        strict=True,
+    ):
         group = SnapshotGroup(
-            key=(r["incarnation"], r["step"], r["attempt"]),
-            nonzero=Spans.from_column(r["nonzero_ids"]),
-            stale=Spans.from_column(r["stale_ids"]),
-            members=tuple(zip(r["cells"], r["ranks"], r["instances"], strict=True)),
-            segment=r["segment"],
+            key=key,
+            nonzero=nonzero,
+            stale=stale,
+            members=tuple(zip(cells, ranks, instances, strict=True)),
+            segment=segment,
         )
-        out[group.key].append(group)
+        out[key].append(group)
     return out
+
+
+def _lists(column: pa.ListArray) -> list[list[Any]]:
+    """Each row's list of a list column with no NULL list, as Python values: the values
+    converted once, then cut by the lists' lengths."""
+    if column.null_count:
+        return column.to_pylist()
+    ends = np.cumsum(list_lengths(column)).tolist()
+    values = column.values.slice(column.offsets[0].as_py(), ends[-1] if ends else 0)
+    flat = values.to_pylist()
+    return [flat[a:b] for a, b in itertools.pairwise([0, *ends])]
+
+
+def _spans_of_rows(column: pa.StructArray) -> list[Spans]:
+    """Each row's set of an ``IntRuns`` column, as :meth:`Spans.from_column` makes it of
+    the row's Python value (checked on load: a non-NULL set has as many starts as
+    lengths, neither NULL)."""
+    if column.null_count:
+        return [Spans.from_column(v) for v in column.to_pylist()]
+    starts_column = column.field("starts")
+    counts = list_lengths(starts_column)
+    starts = list_values(starts_column)
+    ends = starts + list_values(column.field("lengths"))
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [
+        Spans.of(starts[a:b], ends[a:b]) if b > a else Spans.empty()
+        for a, b in itertools.pairwise(bounds)
+    ]
 
 
 @dataclass(frozen=True)
