@@ -1,7 +1,9 @@
 """The per-process event writer: buffer in memory, flush sealed segments in the background.
 
 ``log`` only appends to a buffer (no I/O, no serialisation), so the training loop is
-never stalled by the disk; a flusher thread turns full or old buffers into segments.
+never stalled by the disk; a flusher thread turns full or old buffers into segments
+(a ``log`` call waits only while a flush converts the buffer, which holds the GIL anyway:
+see ``EventWriter._freeze``).
 ``flush`` is the durability point: when it returns, every event logged before it is in
 a sealed segment on disk.
 """
@@ -167,13 +169,13 @@ class EventWriter:
         """Buffer ``event`` and return its sequence number. Never blocks on I/O.
 
         This is on the training loop's path, so it does the least it can: no validation
-        beyond a per-class check done once, no serialisation, no allocation, one
-        uncontended lock. The step context is buffered with every event and the flush
-        resolves which of the two each column takes. The event's own step and attempt are
-        read only when its type needs them and the context lacks them. A pydantic model's
-        class defines ``__getattr__``, which keeps CPython off its attribute fast path:
-        reading a field costs 30 to 120 ns here (more when the event is out of cache), a
-        context variable about 25 ns. So logging inside
+        beyond a per-class check done once, no serialisation, no allocation, one lock
+        (held by others only to swap or convert the buffer). The step context is buffered
+        with every event and the flush resolves which of the two each column takes. The
+        event's own step and attempt are read only when its type needs them and the
+        context lacks them. A pydantic model's class defines ``__getattr__``, which keeps
+        CPython off its attribute fast path: reading a field costs 30 to 120 ns here (more
+        when the event is out of cache), a context variable about 25 ns. So logging inside
         :func:`~ftaudit.eventlog.context.step_context`, as the hooks do, costs a third less.
         """
         needs_step = self._known.get(type(event))
@@ -331,11 +333,12 @@ class EventWriter:
 
         The conversion holds the GIL except inside each Arrow and numpy call, and a thread
         that gives the GIL up gets it back only when the holder's switch interval (5 ms)
-        ends: while a training thread logs in a loop, a conversion of a few dozen such
-        calls took 5-10x its CPU time, and the flusher fell behind. With the lock held, a
-        thread that logs meanwhile waits, asleep, and the conversion runs at its CPU speed;
-        the logging thread spends no more CPU per event, and it could not have run while
-        the conversion held the GIL anyway.
+        ends: while a training thread logs in a loop, converting a flush of 8,192 events
+        took 5-10x its CPU time (78-86 ms for 13 ms), the flusher fell ever further
+        behind and the close converted, encoded and fsynced the backlog on the training
+        thread. With the lock held, a thread that logs meanwhile waits, asleep, and the
+        conversion runs at its CPU speed; the logging thread spends no more CPU per event,
+        and it could not have run while the conversion held the GIL anyway.
         """
         with self._lock:
             batch, first = self._buffer, self._buffer_first_seq
