@@ -71,7 +71,8 @@ from ftaudit.eventlog.batch import Batch, Rows
 from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt
 from ftaudit.eventlog.hot import CHECKS
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.segment import PARQUET_OPTIONS, build_table
+from ftaudit.eventlog.segment import PARQUET_OPTIONS
+from ftaudit.eventlog.segment_table import build_table
 
 B = 65_536
 SAMPLES = 256

@@ -31,7 +31,8 @@ from ftaudit.eventlog import (
 from ftaudit.eventlog.compact import compact_run
 from ftaudit.eventlog.events import SCHEMA_VERSION
 from ftaudit.eventlog.layouts import FIELDS_ADDED
-from ftaudit.eventlog.segment import SegmentMeta, build_table
+from ftaudit.eventlog.segment import SegmentMeta
+from ftaudit.eventlog.segment_table import build_table
 from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import dropped_column, load_segment, segments
 from tests.support.runs import write_run

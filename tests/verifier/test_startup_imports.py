@@ -3,9 +3,11 @@
 ``ft-verify`` pays its imports on every call (a gate runs it after every step), so the
 verify path must not import the writer side of the event log (writer, run-directory
 writer, resume index), the trainer hooks, torch, Ray, Megatron, rich (the plain text report
-is written without it), ``pyarrow.compute`` (30 ms to import; ``--since-step`` uses it) or
-pandas (which pyarrow's ``to_numpy``, ``pa.array``, ``pa.repeat`` and ``pq.read_table``
-load on first use: half a second; see ``ftaudit.eventlog.arrays``), and must build no
+is written without it), ``pyarrow.compute`` (30 ms to import; ``--since-step`` uses it),
+the event models (``events.py``, ``record.py``, ``identity.py``: the verifier reads the
+types' generated layouts, ``eventlog/builtin_layouts.py``) or pandas (which pyarrow's
+``to_numpy``, ``pa.array``, ``pa.repeat`` and ``pq.read_table`` load on first use: half a
+second; see ``ftaudit.eventlog.arrays``), and must build no
 pydantic validator: the rows' shape is checked in SQL on load, so no event is validated
 again (building the validators, and pydantic's plugin scan of every installed package
 that the first one triggers, cost about 0.1 s). Its speed is measured in
@@ -34,6 +36,13 @@ NOT_ON_THE_VERIFY_PATH = (
     "rich",
     "numpy.ma",  # np.unique imports it (10 ms): ftaudit.eventlog.arrays.unique_sorted
     "typer",  # its import and per-option adapters: ft-verify parses a plain line itself
+    # the event models: the verifier reads the generated layouts (eventlog/builtin_layouts.py)
+    "ftaudit.eventlog.events",
+    "ftaudit.eventlog.record",
+    "ftaudit.eventlog.identity",
+    "ftaudit.eventlog.arrow_schema",
+    "ftaudit.eventlog.describe",
+    "ftaudit.eventlog.segment_table",
 )
 
 NOT_ON_THE_PLAIN_PATH = (

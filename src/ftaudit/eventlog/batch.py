@@ -3,7 +3,7 @@
 Two kinds of rows share one sequence: events logged as objects (``EventWriter.log``) and
 the hot events logged as field values (``EventWriter.log_fields``), kept per type as the
 values the caller passed. Either way ``log`` appends references and machine
-integers only: every conversion waits for the flush (``segment.build_table``).
+integers only: every conversion waits for the flush (``segment_table.build_table``).
 """
 
 from __future__ import annotations

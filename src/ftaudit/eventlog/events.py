@@ -9,21 +9,29 @@ when left unset, the writer takes them from :func:`ftaudit.eventlog.context.step
 Schema rules (checked by ``tests/eventlog/test_schema_snapshot.py``): add fields only at
 the top level of an event and always with a default, so older segments still read;
 raise :data:`SCHEMA_VERSION` and record the field in ``eventlog/layouts.py`` (which
-version added it); never rename or retype a field.
+version added it); never rename or retype a field. After any change, regenerate the
+stored layouts the verifier reads (``python -m ftaudit.eventlog.describe``; a test fails
+while they differ). The enums and checksum tags live in ``eventlog/vocabulary.py``.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ftaudit.eventlog.intruns import IntRuns
-
-SCHEMA_VERSION = 2
-"""Recorded in every segment; readers refuse segments of a newer version, and refuse a
-segment that lacks a column its version holds (``eventlog/layouts.py``)."""
+from ftaudit.eventlog.layouts import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported
+from ftaudit.eventlog.vocabulary import SHARD_TAG as SHARD_TAG
+from ftaudit.eventlog.vocabulary import WHOLE_TAG as WHOLE_TAG
+from ftaudit.eventlog.vocabulary import (
+    ChecksumWhen,
+    FaultMode,
+    LoaderWhen,
+    RankOutcome,
+    RunStatus,
+)
+from ftaudit.eventlog.vocabulary import tensor_of as tensor_of
 
 
 class Event(BaseModel):
@@ -53,18 +61,6 @@ class CheckpointRef(_Model):
     incarnation: int = Field(ge=0)
 
 
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    KILLED = "killed"
-
-
-class RankOutcome(StrEnum):
-    NORMAL = "normal"
-    DISCARDED_SHOULD_RETRY = "discarded_should_retry"
-
-
 class CellOutcome(_Model):
     """One cell's result of an attempt: ``errored`` (the cell crashed) or its ranks' outcomes."""
 
@@ -78,25 +74,6 @@ class CellOutcome(_Model):
             and bool(self.ranks)
             and all(o is RankOutcome.NORMAL for o in self.ranks)
         )
-
-
-class ChecksumWhen(StrEnum):
-    AFTER_STEP = "after_step"
-    AT_SAVE = "at_save"
-    AFTER_LOAD = "after_load"
-    AFTER_HEAL = "after_heal"
-
-
-class LoaderWhen(StrEnum):
-    SAVED = "saved"
-    RESUMED = "resumed"
-
-
-class FaultMode(StrEnum):
-    SIGKILL = "sigkill"
-    EXIT = "exit"
-    SEGFAULT = "segfault"
-    HANG = "hang"
 
 
 class RunStarted(Event):
@@ -275,30 +252,6 @@ class CheckpointSaved(Event):
     mac: str = ""
     """HMAC-SHA256 of this record, set by a writer that holds the run's key ("" without one;
     see ``eventlog/keys.py``)."""
-
-
-SHARD_TAG = "@rows"
-"""A checksum name ending in ``@rows[a:b]`` hashes a local shard (rows ``a .. b-1``) of a
-tensor sharded by rows (FSDP2); an untagged name hashes a tensor the rank holds whole. A
-shard is compared only with the same shard: after a resharding, the ``@whole`` digests
-compare."""
-
-WHOLE_TAG = "@whole"
-"""A checksum name ending in ``@whole`` is a digest of the whole tensor that does not
-depend on the parallel layout (how its rows are split over ranks, or whether they are at
-all), logged at save, load and heal for every tensor, so a restore over another layout
-(another world size, FSDP saved and DDP resumed) compares. See
-``trainer_hooks/torch/dtensor.py`` for the digest."""
-
-
-def tensor_of(name: str) -> str:
-    """The tensor a checksum name is about, without its layout tag (``@rows[a:b]``,
-    ``@whole``)."""
-    for tag in (SHARD_TAG + "[", WHOLE_TAG):
-        cut = name.find(tag)
-        if cut >= 0:
-            return name[:cut]
-    return name
 
 
 class TrainerWeightChecksum(Event):

@@ -20,8 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from ftaudit.eventlog.registry import EventType
+if TYPE_CHECKING:
+    from ftaudit.eventlog.registry import EventType
+
+SCHEMA_VERSION = 2
+"""Recorded in every segment; readers refuse segments of a newer version, and refuse a
+segment that lacks a column its version holds (:func:`missing_column`)."""
 
 FIELDS_ADDED: Mapping[str, Mapping[str, int]] = MappingProxyType(
     {
@@ -44,11 +50,11 @@ def required_since(event_type: EventType, field: str) -> int:
 def missing_column(event_type: EventType, version: int, columns: set[str]) -> str | None:
     """The first column of ``event_type`` that a segment of ``version`` must hold and whose
     ``columns`` lack it; None when none is missing."""
-    for name, _ in event_type.fields:
+    for name, _, _ in event_type.stored:
         column = event_type.column(name)
         if column not in columns and required_since(event_type, name) <= version:
             return column
     return None
 
 
-__all__ = ["FIELDS_ADDED", "missing_column", "required_since"]
+__all__ = ["FIELDS_ADDED", "SCHEMA_VERSION", "missing_column", "required_since"]

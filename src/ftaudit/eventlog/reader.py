@@ -8,19 +8,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError, SegmentVanishedError, UnknownEventTypeError
-from ftaudit.eventlog.arrow_schema import from_arrow
-from ftaudit.eventlog.events import SCHEMA_VERSION
-from ftaudit.eventlog.layouts import missing_column
+from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA
+from ftaudit.eventlog.layouts import SCHEMA_VERSION, missing_column
 from ftaudit.eventlog.pool import in_order
-from ftaudit.eventlog.record import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA, Envelope, Record
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments, relisting
 from ftaudit.eventlog.segment import SegmentMeta, file_digest
+
+if TYPE_CHECKING:
+    from ftaudit.eventlog.record import Record
 
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 """What reading a damaged Parquet file can raise: I/O and Arrow errors, and ``ValueError``
@@ -344,6 +346,10 @@ def segment_records(
     types: frozenset[str] | None = None,
 ) -> Iterator[Record]:
     """The events of one checked segment as typed records (only ``types`` when given)."""
+    # the models, not at import: checking and loading a run builds none (ft-verify's start-up)
+    from ftaudit.eventlog.arrow_schema import from_arrow
+    from ftaudit.eventlog.record import Envelope, Record
+
     try:
         table = pq.read_table(info.path)
     except UNREADABLE as exc:

@@ -4,31 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS as ENVELOPE_COLUMNS  # re-exported
+from ftaudit.eventlog.envelope import ENVELOPE_SCHEMA as ENVELOPE_SCHEMA
 from ftaudit.eventlog.events import Event
-
-ENVELOPE_SCHEMA = pa.schema(
-    [
-        pa.field("type", pa.string(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("incarnation", pa.int64(), nullable=False),
-        pa.field("writer", pa.string(), nullable=False),
-        pa.field("seq", pa.int64(), nullable=False),
-        pa.field("step", pa.int64()),
-        pa.field("attempt", pa.int64()),
-        pa.field("source_kind", pa.string(), nullable=False),
-        pa.field("source_role", pa.string()),
-        pa.field("source_cell", pa.int64()),
-        pa.field("source_rank", pa.int64()),
-        pa.field("source_engine", pa.int64()),
-    ]
-)
-"""Columns every segment starts with; the ``events`` view shows exactly these."""
-
-ENVELOPE_COLUMNS: tuple[str, ...] = tuple(ENVELOPE_SCHEMA.names)
 
 
 class Envelope(BaseModel):

@@ -8,10 +8,10 @@ from __future__ import annotations
 import duckdb
 import pyarrow as pa
 
+from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import load_segments
 from ftaudit.eventlog.manifest_table import MANIFEST_ITEMS, MANIFESTS, create_manifest_tables
 from ftaudit.eventlog.reader import RunScan
-from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 from ftaudit.eventlog.registry import EventRegistry
 from ftaudit.eventlog.sql import ident, literal
 
@@ -47,7 +47,7 @@ def _type_views(
     views: dict[str, str] = {}
     for event_type in registry:
         cols = []
-        for (name, _), field in zip(event_type.fields, event_type.arrow_fields, strict=True):
+        for (name, _, _), field in zip(event_type.stored, event_type.arrow_fields, strict=True):
             if field.name in present:
                 cols.append(f"{ident(field.name)} AS {ident(name)}")
             else:

@@ -39,7 +39,8 @@ from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.roll import Roller
 from ftaudit.eventlog.rundir import segment_path
-from ftaudit.eventlog.segment import SegmentMeta, build_table, write_atomically
+from ftaudit.eventlog.segment import SegmentMeta, write_atomically
+from ftaudit.eventlog.segment_table import build_table
 
 log = logging.getLogger("ftaudit.eventlog")
 

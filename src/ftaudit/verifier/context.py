@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ftaudit.errors import UnusableInputError
-from ftaudit.eventlog.events import RankOutcome
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.reader import digest_problem
+from ftaudit.eventlog.vocabulary import RankOutcome
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.session import Session

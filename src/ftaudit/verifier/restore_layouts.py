@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ftaudit.eventlog.events import SHARD_TAG, tensor_of
+from ftaudit.eventlog.vocabulary import SHARD_TAG, tensor_of
 from ftaudit.verifier.context import RunContext
 
 LAYOUTS = """

@@ -24,14 +24,12 @@ invariants first (:func:`suspect_rows`) and runs the query only on rows they fla
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-from pydantic import BaseModel
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import (
@@ -41,10 +39,9 @@ from ftaudit.eventlog.arrays import (
     string_array,
     string_scalar,
 )
-from ftaudit.eventlog.arrow_schema import is_optional, strip_optional
-from ftaudit.eventlog.identity import Identity, Trainer
-from ftaudit.eventlog.intruns import IntRuns
+from ftaudit.eventlog.builtin_layouts import WRITER_KINDS, WRITER_ROLES
 from ftaudit.eventlog.registry import EventRegistry, EventType
+from ftaudit.eventlog.shapes import Shape, is_runs
 from ftaudit.eventlog.sql import ident, literal
 from ftaudit.eventlog.views import SEGMENTS
 
@@ -63,11 +60,6 @@ RING_IDS = frozenset(
 
 ALIGNED = {"witness_allocated": ("num_ids", ("witness_ids", "sample_indices"))}
 """Types whose id sets each hold exactly as many values as a count field says."""
-
-
-def _is_runs(annotation: Any) -> bool:
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    return annotation is IntRuns or (is_optional(annotation) and args == [IntRuns])
 
 
 def _runs_problems(col: str, ring: bool) -> list[tuple[str, str]]:
@@ -94,61 +86,54 @@ def _runs_problems(col: str, ring: bool) -> list[tuple[str, str]]:
     return out
 
 
-def _known(annotation: Any) -> tuple[str, tuple[str, ...]] | None:
-    """``(what, known values)`` of an enum or string literal annotation, else None."""
-    ann = strip_optional(annotation)
-    if isinstance(ann, type) and issubclass(ann, enum.Enum):
-        return ann.__name__, tuple(str(m.value) for m in ann)
-    if get_origin(ann) is Literal:
-        return "value", tuple(str(a) for a in get_args(ann))
+def _known(shape: Shape) -> tuple[str, tuple[str, ...]] | None:
+    """``(what, known values)`` of an enum or string literal shape, else None."""
+    if isinstance(shape, tuple) and shape[0] == "enum":
+        return shape[1], shape[2]
     return None
 
 
-def _unknown_value(expr: str, annotation: Any, depth: int = 0) -> str | None:
-    """An SQL condition true where ``expr`` (a value of ``annotation``) holds an enum or
+def _unknown_value(expr: str, shape: Shape, depth: int = 0) -> str | None:
+    """An SQL condition true where ``expr`` (a value of ``shape``) holds an enum or
     literal value the model does not know, at any depth; None where it holds none."""
-    ann = strip_optional(annotation)
-    known = _known(ann)
+    known = _known(shape)
     if known is not None:
         values = ", ".join(literal(v) for v in known[1])
         return f"({expr} IS NOT NULL AND {expr} NOT IN ({values}))"
-    origin = get_origin(ann)
-    if origin in (list, tuple, dict):
-        items = f"map_values({expr})" if origin is dict else expr
+    if isinstance(shape, str):
+        return None
+    kind = shape[0]
+    if kind in ("list", "map"):
+        items = f"map_values({expr})" if kind == "map" else expr
         x = f"x{depth}"
-        inner = _unknown_value(x, get_args(ann)[-1 if origin is dict else 0], depth + 1)
+        inner = _unknown_value(x, shape[-1], depth + 1)
         if inner is None:
             return None
         return f"coalesce(list_bool_or(list_transform({items}, lambda {x}: {inner})), false)"
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        parts = [
-            _unknown_value(f"struct_extract({expr}, {literal(name)})", field.annotation, depth)
-            for name, field in ann.model_fields.items()
-        ]
-        found = [f"coalesce({p}, false)" for p in parts if p is not None]
-        return " OR ".join(found) or None
-    return None
+    parts = [
+        _unknown_value(f"struct_extract({expr}, {literal(name)})", inner, depth)
+        for name, inner in shape[2]
+    ]
+    found = [f"coalesce({p}, false)" for p in parts if p is not None]
+    return " OR ".join(found) or None
 
 
-def _enum_text(annotation: Any) -> str:
-    """The known values of the (first) enum or literal inside ``annotation``, for a message."""
-    ann = strip_optional(annotation)
-    known = _known(ann)
+def _enum_text(shape: Shape) -> str:
+    """The known values of the (first) enum or literal inside ``shape``, for a message."""
+    known = _known(shape)
     if known is not None:
         return f"{known[0]} (known: {', '.join(known[1])})"
-    if get_origin(ann) in (list, tuple, dict):
-        return _enum_text(get_args(ann)[-1 if get_origin(ann) is dict else 0])
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        inner = [f.annotation for f in ann.model_fields.values()]
-        return next(t for t in map(_enum_text, inner) if t)
-    return ""
+    if isinstance(shape, str):
+        return ""
+    if shape[0] in ("list", "map"):
+        return _enum_text(shape[-1])
+    return next(t for t in (_enum_text(inner) for _, inner in shape[2]) if t)
 
 
 def _identity_problems(present: set[str]) -> list[tuple[str, str]]:
     """The envelope's writer kind and role must be those of a known process identity."""
-    kinds = tuple(str(get_args(m.model_fields["kind"].annotation)[0]) for m in _IDENTITIES)
     out = []
-    for column, values in (("source_kind", kinds), ("source_role", _ROLES)):
+    for column, values in (("source_kind", WRITER_KINDS), ("source_role", WRITER_ROLES)):
         if column in present:
             allowed = ", ".join(literal(v) for v in values)
             out.append(
@@ -161,28 +146,23 @@ def _identity_problems(present: set[str]) -> list[tuple[str, str]]:
     return out
 
 
-_IDENTITIES: tuple[type[BaseModel], ...] = get_args(get_args(Identity)[0])
-_ROLES: tuple[str, ...] = tuple(get_args(Trainer.model_fields["role"].annotation))
-
-
 def _problems(event_type: EventType, present: set[str]) -> list[tuple[str, str]]:
     """``(SQL condition, message)`` of every invariant of one event type's rows."""
     out: list[tuple[str, str]] = []
-    for name, annotation in event_type.fields:
+    for name, shape, not_null in event_type.stored:
         column = event_type.column(name)
         if column not in present:
             continue  # an older segment layout: the model's default applies
         col = ident(column)
-        required = event_type.model.model_fields[name].is_required()
-        if required and not is_optional(annotation):
+        if not_null:
             out.append((f"{col} IS NULL", f"field {name!r} is NULL, but it is required"))
-        if _is_runs(annotation):
+        if is_runs(shape):
             ring = (event_type.name, name) in RING_IDS
             for condition, why in _runs_problems(col, ring):
                 out.append((f"{col} IS NOT NULL AND ({condition})", f"field {name!r}: {why}"))
-        unknown = _unknown_value(col, annotation)
+        unknown = _unknown_value(col, shape)
         if unknown is not None:
-            out.append((unknown, f"field {name!r} holds an unknown {_enum_text(annotation)}"))
+            out.append((unknown, f"field {name!r} holds an unknown {_enum_text(shape)}"))
     count_field, sets = ALIGNED.get(event_type.name, (None, ()))
     if count_field is not None and event_type.column(count_field) in present:
         count = ident(event_type.column(count_field))
@@ -284,7 +264,7 @@ def suspect_rows(table: pa.Table, registry: EventRegistry, rings: Mapping[int, i
             if field.runs:
                 if _runs_suspect(values, ring_of_row if field.ring else None):
                     return True
-            if field.enum and _unknown_in(values, field.annotation):
+            if field.enum and _unknown_in(values, field.shape):
                 return True
         if _misaligned(table, event_type, present):
             return True
@@ -296,31 +276,31 @@ class _Screened:
     """What :func:`suspect_rows` checks of one field (what :func:`_problems` writes as SQL)."""
 
     column: str
-    annotation: Any
+    shape: Shape
     required: bool
     runs: bool
     ring: bool
     enum: bool
 
 
-_SCREENS: dict[tuple[str, type], tuple[_Screened, ...]] = {}
+_SCREENS: dict[tuple[str, tuple], tuple[_Screened, ...]] = {}
 
 
 def _screened(event_type: EventType) -> tuple[_Screened, ...]:
     """The fields of ``event_type`` and what is checked of each (worked out once per type)."""
-    key = (event_type.name, event_type.model)
+    key = (event_type.name, event_type.stored)
     found = _SCREENS.get(key)
     if found is None:
         found = _SCREENS[key] = tuple(
             _Screened(
                 event_type.column(name),
-                annotation,
-                event_type.model.model_fields[name].is_required() and not is_optional(annotation),
-                _is_runs(annotation),
+                shape,
+                not_null,
+                is_runs(shape),
                 (event_type.name, name) in RING_IDS,
-                _unknown_value("x", annotation) is not None,
+                _unknown_value("x", shape) is not None,
             )
-            for name, annotation in event_type.fields
+            for name, shape, not_null in event_type.stored
         )
     return found
 
@@ -393,34 +373,32 @@ def _misaligned(table: pa.Table, event_type: EventType, present: set[str]) -> bo
     return False
 
 
-def _unknown_in(values: pa.Array, annotation: Any) -> bool:
-    """Whether ``values`` (of ``annotation``) hold an enum or literal value the model does
+def _unknown_in(values: pa.Array, shape: Shape) -> bool:
+    """Whether ``values`` (of ``shape``) hold an enum or literal value the model does
     not know, at any depth (a NULL parent's children too: coarser than the SQL)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    ann = strip_optional(annotation)
-    known = _known(ann)
+    known = _known(shape)
     if known is not None:
         return _outside(values, known[1])
-    origin = get_origin(ann)
-    if origin is dict:  # every entry's value, those of sliced-off rows too
-        return _unknown_in(values.items, get_args(ann)[-1])
-    if origin in (list, tuple):
-        return _unknown_in(pc.list_flatten(values), get_args(ann)[0])
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        assert isinstance(values, pa.StructArray)
-        children = values.flatten()
-        return any(
-            _unknown_in(children[values.type.get_field_index(name)], field.annotation)
-            for name, field in ann.model_fields.items()
-            if _enum_inside(field.annotation)
-        )
-    return False
+    if isinstance(shape, str):
+        return False
+    if shape[0] == "map":  # every entry's value, those of sliced-off rows too
+        return _unknown_in(values.items, shape[-1])
+    if shape[0] == "list":
+        return _unknown_in(pc.list_flatten(values), shape[1])
+    assert isinstance(values, pa.StructArray)
+    children = values.flatten()
+    return any(
+        _unknown_in(children[values.type.get_field_index(name)], inner)
+        for name, inner in shape[2]
+        if _enum_inside(inner)
+    )
 
 
-def _enum_inside(annotation: Any) -> bool:
-    return _unknown_value("x", annotation) is not None
+def _enum_inside(shape: Shape) -> bool:
+    return _unknown_value("x", shape) is not None
 
 
 def _outside(values: pa.Array | pa.ChunkedArray, known: tuple[str, ...]) -> bool:
@@ -433,10 +411,9 @@ def _outside(values: pa.Array | pa.ChunkedArray, known: tuple[str, ...]) -> bool
 
 def _foreign_identity(table: pa.Table, present: set[str]) -> bool:
     """Whether an envelope's writer kind or role may be none of :func:`_identity_problems`'s."""
-    kinds = tuple(str(get_args(m.model_fields["kind"].annotation)[0]) for m in _IDENTITIES)
     return any(
         _outside(table[column], known)
-        for column, known in (("source_kind", kinds), ("source_role", _ROLES))
+        for column, known in (("source_kind", WRITER_KINDS), ("source_role", WRITER_ROLES))
         if column in present
     )
 

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Collection
 from typing import Any, ClassVar
 
-from ftaudit.eventlog.events import SHARD_TAG, WHOLE_TAG, tensor_of
+from ftaudit.eventlog.vocabulary import SHARD_TAG, WHOLE_TAG, tensor_of
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.restore_layouts import LayoutChange, RestoreLayouts
