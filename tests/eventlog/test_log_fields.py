@@ -3,6 +3,7 @@ refused the same way, in the same sequence."""
 
 from __future__ import annotations
 
+import copy
 import gc
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def test_the_hooks_shared_values_are_stored_as_distinct_ones(tmp_path: Path):
                 name for name, _ in default_registry[model.model_fields["type"].default].fields
             ]
             copies = {
-                n: v.model_copy(deep=True) if isinstance(v, IntRuns) else v
+                n: copy.deepcopy(v) if isinstance(v, IntRuns) else v
                 for n, v in zip(names, values, strict=True)
             }
             writer.log(model(step=step, attempt=attempt, **copies))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ftaudit.eventlog.fallback import LostEvents
+from ftaudit.eventlog.lost_events import LostEvents
 from tests.support.cli import Invoke, check_exit
 
 ROOT = Path(__file__).resolve().parents[2]

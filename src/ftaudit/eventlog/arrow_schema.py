@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from ftaudit.errors import UnsupportedAnnotation
 from ftaudit.eventlog.arrays import consecutive_repeats
+from ftaudit.eventlog.intruns import IntRuns
 
 _PRIMITIVES: dict[Any, pa.DataType] = {
     int: pa.int64(),
@@ -54,10 +55,23 @@ def strip_optional(annotation: Any) -> Any:
     return annotation
 
 
+RUNS_FIELDS: list[tuple[str, Any]] = [("starts", list[int]), ("lengths", list[int])]
+"""The stored fields of :class:`IntRuns` (a plain class, stored as a struct as models are)."""
+
+
+def is_struct(annotation: Any) -> bool:
+    """Whether values of ``annotation`` are stored as a struct: a model, or ``IntRuns``."""
+    return annotation is IntRuns or (
+        isinstance(annotation, type) and issubclass(annotation, BaseModel)
+    )
+
+
 def model_fields(
-    model: type[BaseModel], skip: frozenset[str] = frozenset()
+    model: type[BaseModel] | type[IntRuns], skip: frozenset[str] = frozenset()
 ) -> list[tuple[str, Any]]:
-    """``(name, annotation)`` of a model's stored fields, in declaration order."""
+    """``(name, annotation)`` of a model's (or ``IntRuns``') stored fields, in order."""
+    if model is IntRuns:
+        return RUNS_FIELDS
     return [(n, f.annotation) for n, f in model.model_fields.items() if n not in skip]
 
 
@@ -81,7 +95,7 @@ def arrow_type(annotation: Any) -> pa.DataType:
         if key not in (int, str):
             raise UnsupportedAnnotation(f"map keys must be int or str: {ann}")
         return pa.map_(arrow_type(key), arrow_type(value))
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
+    if is_struct(ann):
         return pa.struct([pa.field(n, arrow_type(a)) for n, a in model_fields(ann)])
     raise UnsupportedAnnotation(f"no Arrow mapping for {annotation!r}")
 
@@ -101,7 +115,7 @@ def _plain(annotation: Any) -> bool:
     return get_origin(ann) is list and _plain(get_args(ann)[0])
 
 
-def _plain_model(model: type[BaseModel]) -> bool:
+def _plain_model(model: type[BaseModel] | type[IntRuns]) -> bool:
     return all(_plain(annotation) for _, annotation in model_fields(model))
 
 
@@ -218,6 +232,6 @@ def from_arrow(value: Any, annotation: Any) -> Any:
     if origin is dict:
         value_ann = get_args(ann)[1]
         return {k: from_arrow(v, value_ann) for k, v in value}
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
+    if is_struct(ann):
         return {n: from_arrow(value.get(n), a) for n, a in model_fields(ann) if n in value}
     return value

@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel
 
 from ftaudit.errors import UnsupportedAnnotation
-from ftaudit.eventlog.arrow_schema import is_optional, model_fields, strip_optional
+from ftaudit.eventlog.arrow_schema import is_optional, is_struct, model_fields, strip_optional
 from ftaudit.eventlog.registry import ENVELOPE_ON_EVENT
 from ftaudit.eventlog.shapes import Shape, StoredField
 
@@ -47,7 +47,7 @@ def shape_of(annotation: Any) -> Shape:
     if origin is dict:
         key, value = get_args(ann)
         return ("map", shape_of(key), shape_of(value))
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
+    if is_struct(ann):
         fields = tuple((n, shape_of(a)) for n, a in model_fields(ann))
         return ("struct", f"{ann.__module__}.{ann.__qualname__}", fields)
     raise UnsupportedAnnotation(f"no Arrow mapping for {annotation!r}")

@@ -16,34 +16,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+if TYPE_CHECKING:
+    from ftaudit.eventlog.lost_events import LostEvents
 
 FALLBACK_ENV = "FTAUDIT_FALLBACK_DIR"
-
-
-class LostEvents(BaseModel):
-    """One writer's last word: how many of its events never reached the run directory."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    run_id: str
-    run_dir: str
-    writer: str
-    logged: int
-    """Events logged in all (the next sequence number)."""
-    durable_seq: int
-    """The last sequence number sealed in the run directory (-1: none)."""
-    dropped: int
-    """Events dropped (the buffer overflowed while the disk failed) that no sealed segment's
-    footer tells: drops followed by a successful flush are in the run already."""
-    unflushed: int
-    """Events still buffered when the writer closed: never written."""
-    write_errors: int
-
-    @property
-    def lost(self) -> int:
-        return self.dropped + self.unflushed
 
 
 def fallback_dir(configured: str | os.PathLike[str] | None = None) -> Path:
@@ -64,24 +42,27 @@ def write_last_chance(record: LostEvents, folder: Path) -> Path:
 
 def read_last_chance(folders: list[Path], run_id: str) -> list[tuple[Path, LostEvents]]:
     """Every readable last-chance record of ``run_id`` in ``folders``, by path."""
+    # a glob below a folder we built: safe
+    paths = [
+        p for f in folders if (f / run_id).is_dir() for p in sorted((f / run_id).glob("*.json"))
+    ]
+    if not paths:
+        return []  # the usual case: no writer lost events, and no model is imported
+    from ftaudit.eventlog.lost_events import LostEvents
+
     found: dict[Path, LostEvents] = {}
-    for folder in folders:
-        here = folder / run_id
-        if not here.is_dir():
+    for path in paths:
+        try:
+            record = LostEvents.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
             continue
-        for path in sorted(here.glob("*.json")):  # a glob below a folder we built: safe
-            try:
-                record = LostEvents.model_validate(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, ValueError, ValidationError):
-                continue
-            if record.run_id == run_id:
-                found[path.resolve()] = record
+        if record.run_id == run_id:
+            found[path.resolve()] = record
     return sorted(found.items())
 
 
 __all__ = [
     "FALLBACK_ENV",
-    "LostEvents",
     "fallback_dir",
     "read_last_chance",
     "write_last_chance",

@@ -31,11 +31,12 @@ from ftaudit.errors import UsageError, WriterError
 from ftaudit.eventlog.batch import Batch, Rows
 from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt, current
 from ftaudit.eventlog.events import Event
-from ftaudit.eventlog.fallback import LostEvents, fallback_dir, write_last_chance
+from ftaudit.eventlog.fallback import fallback_dir, write_last_chance
 from ftaudit.eventlog.hot import CHECKS as _HOT_CHECKS
 from ftaudit.eventlog.hot import PAIRED
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
+from ftaudit.eventlog.lost_events import LostEvents
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.roll import Roller
 from ftaudit.eventlog.rundir import segment_path
