@@ -27,9 +27,9 @@ from ftaudit.errors import (
 )
 from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
+from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
 from ftaudit.eventlog.reader import RunScan, scan_run
-from ftaudit.eventlog.record import ENVELOPE_COLUMNS
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
