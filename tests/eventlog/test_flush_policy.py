@@ -149,6 +149,82 @@ def test_sigterm_inside_a_flush_finishes_it_then_terminates(tmp_path: Path):
     assert _count(tmp_path) == 10
 
 
+HANDLER_LOGS_CHILD = TEN_BUFFERED + textwrap.dedent(
+    """
+    from ftaudit.eventlog import writer as writer_module
+
+    def on_usr1(signum, frame):  # a user's handler (or a finalizer) that logs and flushes
+        w.log(Metric(values={"i": 10.0}))
+        w.flush()
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    convert = writer_module.build_table
+
+    def usr1_then_convert(batch, **kwargs):
+        # the handler runs on this (main) thread at its next instruction: inside the
+        # flush's conversion, holding the buffer lock
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return convert(batch, **kwargs)
+
+    writer_module.build_table = usr1_then_convert
+    w.flush()
+    writer_module.build_table = convert
+    w.close()
+    print("closed", flush=True)
+    """
+)
+
+
+def test_a_handler_that_logs_inside_its_threads_own_flush_does_not_wait_on_itself(
+    tmp_path: Path,
+):
+    """A signal handler, finalizer or weakref callback run on the thread converting a flush
+    under the buffer lock may log to the writer (and flush it): the event joins the next
+    flush instead of waiting for a lock its own thread holds (that hung for good)."""
+    with subprocess.Popen(
+        [sys.executable, "-c", HANDLER_LOGS_CHILD, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.wait(timeout=120) == 0
+        finally:
+            proc.kill()
+        assert proc.stdout is not None and proc.stdout.read().strip() == "closed"
+    records = read_records(tmp_path)
+    assert [(r.envelope.seq, r.event.values["i"]) for r in records] == [
+        (i, float(i)) for i in range(11)
+    ]
+
+
+def test_an_interrupt_inside_the_conversion_loses_no_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A KeyboardInterrupt (Ctrl-C) that lands while a flush converts the buffer puts the
+    buffer back: the next flush writes it and the writer reports nothing lost."""
+    from ftaudit.eventlog import writer as writer_module
+
+    convert = writer_module.build_table
+
+    def interrupted(batch, **kwargs):
+        monkeypatch.setattr(writer_module, "build_table", convert)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(writer_module, "build_table", interrupted)
+    writer = _writer(tmp_path, flush_rows=10**6, flush_interval_s=3600)
+    for i in range(3):
+        writer.log(Metric(values={"a": float(i)}))
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    writer.log(Metric(values={"a": 3.0}))
+    writer.close()
+    assert writer.report_losses() is None and writer.stats.write_errors == 0
+    records = read_records(tmp_path)
+    assert [(r.envelope.seq, r.event.values["a"]) for r in records] == [
+        (i, float(i)) for i in range(4)
+    ]
+
+
 def test_a_flush_converts_holding_the_buffer_lock_and_events_logged_meanwhile_follow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

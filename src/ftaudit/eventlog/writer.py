@@ -200,7 +200,8 @@ class EventWriter:
             return -1
         now = time_ns()
         lock = self._lock
-        lock.acquire()  # not `with`: its two method lookups are a fifth of this call
+        # not `with`: its two method lookups are a fifth of this call
+        mine = lock.acquire(False) or self._enter()
         try:
             seq = self._next_seq
             self._next_seq = seq + 1
@@ -209,7 +210,8 @@ class EventWriter:
             buffer.ts_ns.append(now)
             buffer.contexts.append(context)
         finally:
-            lock.release()
+            if mine:
+                lock.release()
         if seq >= self._flush_at:
             self._wake.set()
         return seq
@@ -268,7 +270,7 @@ class EventWriter:
             return -1
         now = time_ns()
         lock = self._lock
-        lock.acquire()
+        mine = lock.acquire(False) or self._enter()
         try:
             seq = self._next_seq
             self._next_seq = seq + 1
@@ -280,10 +282,22 @@ class EventWriter:
             rows.ts_ns.append(now)
             rows.contexts.append(context)
         finally:
-            lock.release()
+            if mine:
+                lock.release()
         if seq >= self._flush_at:
             self._wake.set()
         return seq
+
+    def _enter(self) -> bool:
+        """Take the buffer lock that another holds (True); False, without waiting, where
+        the caller's own thread holds it converting a flush (:meth:`_freeze`): a finalizer,
+        weakref callback or signal handler run there that logs would wait on itself. The
+        buffer being converted is no longer ``_buffer``, and no other thread can touch
+        ``_buffer`` while this one holds the lock, so the event joins the next flush."""
+        if self._freezing and self._io_owner == threading.get_ident():
+            return False
+        self._lock.acquire()
+        return True
 
     def _learn_hot(self, model: type[Event]) -> tuple[Callable | None, int, bool, int]:
         """First ``log_fields`` of a class: its check, payload width, step need and how
@@ -315,7 +329,13 @@ class EventWriter:
         return cls.needs_step
 
     def flush(self) -> int:
-        """Make every event logged so far durable; return the last durable sequence number."""
+        """Make every event logged so far durable; return the last durable sequence number.
+
+        Called on the thread that is inside this writer's flush (from a finalizer or a
+        signal handler run there) it returns at once: the flush under way makes durable
+        what was logged before it, and the next one the rest."""
+        if self._io_owner == threading.get_ident():
+            return self._durable_seq
         with self._io_lock:
             self._io_owner = threading.get_ident()
             try:
@@ -362,15 +382,18 @@ class EventWriter:
                     dropped=self._dropped_pending,
                     key=self._key,
                 )
-            except Exception as exc:
-                failure: Exception | None = exc
+            except BaseException as exc:  # a KeyboardInterrupt too: the batch is requeued
+                failure: BaseException | None = exc
             else:
                 failure = None
             finally:
                 self._freezing = False
-        if failure is not None:
+        if isinstance(failure, Exception):
             self._failed(batch, first, failure)
             return None
+        if failure is not None:
+            self._requeue(batch, first)  # not a write failure: nothing counted, nothing lost
+            raise failure
         return batch, first, table, meta
 
     def close(self) -> None:
