@@ -225,6 +225,61 @@ def test_an_interrupt_inside_the_conversion_loses_no_event(
     ]
 
 
+FORK_IN_FLUSH_CHILD = TEN_BUFFERED + textwrap.dedent(
+    """
+    import warnings
+    from ftaudit.eventlog import writer as writer_module
+
+    warnings.simplefilter("ignore", DeprecationWarning)  # fork() with the flusher running
+    convert = writer_module.build_table
+    forked = []
+
+    def fork_then_convert(batch, **kwargs):
+        # a fork while the flush holds both of the writer's locks (a worker started then)
+        pid = os.fork()
+        if pid == 0:  # the child leaves a `with EventWriter(...)` block: it closes its copy
+            w.close()
+            os._exit(0)
+        forked.append(pid)
+        return convert(batch, **kwargs)
+
+    writer_module.build_table = fork_then_convert
+    w.flush()
+    writer_module.build_table = convert
+    w.log(Metric(values={"i": 10.0}))
+    w.close()
+    for _ in range(1200):  # the child's close must return (at most 120 s)
+        done, status = os.waitpid(forked[0], os.WNOHANG)
+        if done:
+            print("child", os.waitstatus_to_exitcode(status), flush=True)
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(forked[0], signal.SIGKILL)
+        print("child hung", flush=True)
+    """
+)
+
+
+def test_a_forked_childs_close_neither_writes_nor_waits_on_the_parents_locks(tmp_path: Path):
+    """A child forked while its parent flushes inherits the writer with both locks held:
+    closing its copy (leaving a ``with`` block) returns at once and writes nothing, as its
+    log calls do (its events are the parent's, to write and to report)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", FORK_IN_FLUSH_CHILD, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "child 0"
+    records = read_records(tmp_path)
+    assert [(r.envelope.seq, r.event.values["i"]) for r in records] == [
+        (i, float(i)) for i in range(11)
+    ]
+    assert len(scan_run(tmp_path).segments) == 2
+
+
 def test_a_flush_converts_holding_the_buffer_lock_and_events_logged_meanwhile_follow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

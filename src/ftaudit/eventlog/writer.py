@@ -334,8 +334,8 @@ class EventWriter:
         Called on the thread that is inside this writer's flush (from a finalizer or a
         signal handler run there) it returns at once: the flush under way makes durable
         what was logged before it, and the next one the rest."""
-        if self._io_owner == threading.get_ident():
-            return self._durable_seq
+        if self._io_owner == threading.get_ident() or self._forked:
+            return self._durable_seq  # a forked child's copy: its events are the parent's
         with self._io_lock:
             self._io_owner = threading.get_ident()
             try:
@@ -399,6 +399,9 @@ class EventWriter:
     def close(self) -> None:
         """Flush and stop the background thread; report lost events loudly. Idempotent."""
         if self._closed:
+            return
+        if self._forked:  # the parent's writer, its locks as the fork left them: the parent
+            self._closed = True  # writes its events and reports their loss
             return
         try:
             self.flush()
