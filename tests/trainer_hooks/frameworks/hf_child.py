@@ -11,6 +11,7 @@ process's ``rng_state_{i}.pth``; ``_save_checkpoint`` then ``on_save``. Launched
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch
+import torch.distributed as dist
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -97,3 +99,8 @@ def main(run_dir: str, out_dir: str, mode: str) -> None:
 
 if __name__ == "__main__":
     main(*sys.argv[1:4])
+    # as examples/torchrun_ddp.py: a process group left to interpreter exit lets gloo's
+    # threads abort the process now and then (SIGABRT), which torchrun reports as a failure
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -13,6 +13,7 @@ batches).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -156,3 +158,8 @@ def main(run_dir: str, ckpt_dir: str, mode: str) -> None:
 
 if __name__ == "__main__":
     main(*sys.argv[1:4])
+    # as examples/torchrun_ddp.py: a process group left to interpreter exit lets gloo's
+    # threads abort the process now and then (SIGABRT), which torchrun reports as a failure
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
