@@ -359,3 +359,48 @@ def test_the_screen_flags_a_column_typed_other_than_its_model(honest_rows: pa.Ta
     rows = honest_rows.set_column(i, pa.field(column, retyped), pa.array(values, retyped))
     assert _judged(rows) is not None
     assert suspect_rows(rows, default_registry, _rings(rows))
+
+
+def _data_identity(run_dir: Path, cache: FooterCache, since: int) -> list[str]:
+    """FT008's violation kinds in a follower's poll judging steps ``>= since``."""
+    from ftaudit.verifier.anchors import NO_ANCHORS
+    from ftaudit.verifier.engine import check_session, select_rules
+
+    scan, window = select(run_dir, since, cache=cache)
+    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+    with Session.open(run_dir, scan=scan, **parts) as session:
+        report = check_session(
+            session, select_rules(["FT008"]), window, None, (), NO_ANCHORS, cache
+        )
+    return [v.kind for r in report.results for v in r.violations]
+
+
+def test_a_follower_reads_the_dataset_manifest_once_a_damaged_one_at_every_poll(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest is named by its content's digest, so what a follower found for the
+    digest stays its manifest (reading and hashing it cost every poll 5 ms); a manifest
+    that could not be read is looked for again, and reported, at each poll."""
+    import shutil
+
+    from ftaudit.dataset import manifest as manifest_module
+
+    reads: list[Path] = []
+    real = manifest_module.read_manifest
+
+    def counted(path: Any) -> Any:
+        reads.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(manifest_module, "read_manifest", counted)
+    cache = FooterCache()
+    for since in (8, 12, 16):
+        assert _data_identity(run_dir, cache, since) == []
+    assert len(reads) == 1, reads
+    damaged = shutil.copytree(run_dir, tmp_path / "run")
+    (kept,) = (damaged / "manifests").iterdir()
+    kept.write_bytes(kept.read_bytes()[:-40])  # its footer cut: no longer Parquet
+    cache, reads[:] = FooterCache(), []
+    for since in (8, 12):
+        assert _data_identity(damaged, cache, since) == ["manifest_unusable"]
+    assert len(reads) == 2

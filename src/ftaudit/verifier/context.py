@@ -23,6 +23,7 @@ from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.session import Session
 
 if TYPE_CHECKING:
+    from ftaudit.dataset.manifest import DatasetManifest
     from ftaudit.eventlog.reader import RunScan, SegmentInfo
     from ftaudit.verifier.incremental import FooterCache, IncrementalScope
 
@@ -331,6 +332,25 @@ class RunContext:
             state = kept[make] = make()
         state.sync(self)
         return state
+
+    def dataset_manifest(self, digest: str | None) -> DatasetManifest | None:
+        """The dataset manifest of ``digest``, in the run or among :attr:`data_manifests`
+        (None where neither holds it); with no ``digest``, the first of
+        :attr:`data_manifests`. Raises ``ManifestError`` naming a damaged file.
+
+        A follower reads each once: a manifest is named by its content's digest, and a file
+        whose content does not hash to it is never taken for it (the final verification
+        reads the files again)."""
+        from ftaudit.dataset.manifest import find_manifest, read_manifest
+
+        key = ("digest", digest) if digest is not None else ("file", str(self.data_manifests[0]))
+        memo = self.footers.manifests if self.footers is not None else {}
+        if key not in memo:
+            if digest is None:
+                memo[key] = read_manifest(self.data_manifests[0])
+            else:
+                memo[key] = find_manifest(self.session.run_dir, digest, self.data_manifests)
+        return memo[key]
 
     @property
     def since(self) -> int:

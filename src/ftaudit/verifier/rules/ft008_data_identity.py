@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ftaudit.dataset.manifest import DatasetManifest, ManifestError, find_manifest, read_manifest
+from ftaudit.dataset.manifest import DatasetManifest, ManifestError
 from ftaudit.eventlog.arrays import unique_sorted
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.verifier.context import RunContext, StepKey
@@ -126,7 +126,7 @@ class DataIdentity(Rule):
         if not declared:
             if not extra:
                 return _Found(None, _NO_MANIFEST, ())
-            given = read_manifest(extra[0])
+            given = ctx.dataset_manifest(None)
             return _Found(given, f"checked against the manifest {extra[0]} given to verify", ())
         problems = []
         first = declared[0]
@@ -143,7 +143,7 @@ class DataIdentity(Rule):
                 )
                 break
         try:
-            manifest = find_manifest(ctx.session.run_dir, first.digest, extra)
+            manifest = ctx.dataset_manifest(first.digest)
         except ManifestError as exc:
             problems.append(
                 self.violation(
