@@ -37,7 +37,7 @@ from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_rows, suspect_rows
-from ftaudit.verifier.views import create_history_views
+from ftaudit.verifier.views import create_history_views, keep_history
 
 
 def check_types(scan: RunScan, registry: EventRegistry) -> None:
@@ -145,6 +145,7 @@ class Session:
             _keep(con, partial)
             check_rows(con, registry)
             create_history_views(con)
+            keep_history(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
         except CorruptSegmentError:
             con.close()
@@ -196,6 +197,7 @@ class Session:
                 self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
             # segments loaded whole before, now kept in part
             _keep(self.con, {p: k for p, k in narrowed.items() if p in loaded})
+            keep_history(self.con)
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
