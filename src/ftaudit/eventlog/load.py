@@ -9,12 +9,14 @@ into DuckDB in batches: memory follows the number of events, not the number of f
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
@@ -43,16 +45,17 @@ def unified_schema(scan: RunScan) -> pa.Schema:
     return schema.append(pa.field(FILENAME, pa.string()))
 
 
-def read_segment(info: SegmentInfo) -> pa.Table:
+def read_segment(info: SegmentInfo, footer: pq.FileMetaData | None = None) -> pa.Table:
     """One segment's rows, read from the file opened by its exact path, with its
-    :data:`FILENAME` column and no schema metadata (the digests in it differ per file)."""
+    :data:`FILENAME` column and no schema metadata (the digests in it differ per file);
+    ``footer``: its footer as parsed before (a follower keeps those of its window)."""
     try:
         with open(info.path, "rb") as f:
             data = f.read()
         # decoded from its bytes: through a Python file object each page read calls back
         # into Python; one small file: handing each column to the thread pool costs more
         # than it saves
-        table = open_parquet(data).read_all(use_threads=False)
+        table = open_parquet(data, footer).read_all(use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
     # here, on the reading thread: the main thread's share is what a second core cannot take
@@ -69,8 +72,11 @@ DECODE_AHEAD_ROWS = 65_536
 decoded tables held stay bounded when the segments are large (compacted ones)."""
 
 
-def read_segments(infos: Iterable[SegmentInfo]) -> Iterator[tuple[SegmentInfo, pa.Table]]:
-    """Each segment with its rows (:func:`read_segment`), in the order given, decoded on
+def read_segments(
+    infos: Iterable[SegmentInfo], footers: Mapping[Path, pq.FileMetaData] | None = None
+) -> Iterator[tuple[SegmentInfo, pa.Table]]:
+    """Each segment with its rows (:func:`read_segment`, with its footer from ``footers``
+    where they hold it), in the order given, decoded on
     :data:`~ftaudit.eventlog.pool.THREADS` threads a few segments ahead.
 
     Arrow's decode releases the GIL, so a second core shortens the wall time of loading
@@ -78,8 +84,9 @@ def read_segments(infos: Iterable[SegmentInfo]) -> Iterator[tuple[SegmentInfo, p
     (see :func:`~ftaudit.eventlog.pool.in_order`): the first unreadable segment is the one
     reported.
     """
+    known = footers if footers is not None else {}
     return in_order(
-        read_segment,
+        lambda info: read_segment(info, known.get(info.path)),
         infos,
         ahead=DECODE_AHEAD,
         weight=attrgetter("num_rows"),
@@ -113,8 +120,11 @@ def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[p
     return pa.concat_tables(conformed).combine_chunks().to_batches()
 
 
-def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``).
+def conformed_batches(
+    scan: RunScan, schema: pa.Schema, footers: Mapping[Path, pq.FileMetaData] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``);
+    ``footers``: footers parsed before, by path (see :func:`read_segments`).
 
     Row order across segments is not kept (no reader of the table relies on it: every
     query orders what it needs). Each batch is joined on a thread of its own while the
@@ -126,7 +136,7 @@ def conformed_batches(scan: RunScan, schema: pa.Schema) -> Iterator[pa.RecordBat
     rows = count = 0
     joining: Future[list[pa.RecordBatch]] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="ftaudit-join") as joiner:
-        for info, table in read_segments(scan.segments):
+        for info, table in read_segments(scan.segments, footers):
             pending.setdefault(id(info.schema), []).append(table)
             rows += info.num_rows
             count += 1

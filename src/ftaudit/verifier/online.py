@@ -250,7 +250,8 @@ class OnlineVerifier:
             loaded = {i.path for i in old.scan.segments}
             read = sum(1 for i in scan.segments if i.path not in loaded)
             try:
-                if old.move(scan, head_only=heads, witness_only=witness):
+                footers = self._cache.metadata  # parsed when the segments were listed
+                if old.move(scan, head_only=heads, witness_only=witness, footers=footers):
                     return old, read
             except BaseException:
                 self.close()  # half moved: the next poll opens a new session

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -38,6 +38,9 @@ from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views, keep_history
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 
 
 def check_types(scan: RunScan, registry: EventRegistry) -> None:
@@ -163,10 +166,12 @@ class Session:
         *,
         head_only: Collection[str] = (),
         witness_only: Collection[str] = (),
+        footers: Mapping[Path, pq.FileMetaData] | None = None,
     ) -> bool:
         """Make the loaded rows those of ``scan`` (``head_only`` and ``witness_only``
         segments: some of their rows, as in :meth:`open`), reading only the segments not
-        loaded yet; an online verifier's window moving along a live run. Returns False,
+        loaded yet (``footers``: those parsed before, by path); an online verifier's window
+        moving along a live run. Returns False,
         changing nothing, when the new segments hold a column the table lacks or a
         segment loaded in part is now needed whole or in another part: the caller opens
         a new session. Raises ``UnusableInputError`` as :meth:`open` does.
@@ -186,7 +191,7 @@ class Session:
         check_types(new, self.registry)
         narrowed = {p: k for p, k in partial.items() if p not in self._partial}
         try:
-            rows = self._stage(new, narrowed) if new.segments else None
+            rows = self._stage(new, narrowed, footers) if new.segments else None
             gone = sorted(loaded - wanted)
             if gone:
                 self.con.execute(
@@ -242,7 +247,12 @@ class Session:
         arrays.append(rows[FILENAME])
         return pa.Table.from_arrays(arrays, names=names).to_pylist()
 
-    def _stage(self, new: RunScan, partial: dict[str, tuple[str, ...]]) -> pa.Table:
+    def _stage(
+        self,
+        new: RunScan,
+        partial: dict[str, tuple[str, ...]],
+        footers: Mapping[Path, pq.FileMetaData] | None = None,
+    ) -> pa.Table:
         """``new``'s rows in the loaded table's columns (of ``partial`` segments, only the
         kept types' rows), checked before they join it.
 
@@ -252,7 +262,8 @@ class Session:
         over them cost every poll 25-32 ms of CPU, and checking them among the window's
         rows a scan of the whole window per event type.
         """
-        rows = pa.Table.from_batches(list(conformed_batches(new, self.schema)), self.schema)
+        batches = conformed_batches(new, self.schema, footers)
+        rows = pa.Table.from_batches(list(batches), self.schema)
         rows = _kept_rows(rows, partial)
         if suspect_rows(rows, self.registry, self._rings(rows)):
             self.con.register(_NEW_ROWS, rows)
