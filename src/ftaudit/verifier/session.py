@@ -201,8 +201,10 @@ class Session:
                 self.con.register(_NEW_ROWS, rows)
                 self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
             # segments loaded whole before, now kept in part
-            _keep(self.con, {p: k for p, k in narrowed.items() if p in loaded})
-            keep_history(self.con)
+            shrunk = {p: k for p, k in narrowed.items() if p in loaded}
+            _keep(self.con, shrunk)
+            if rows is not None or gone or shrunk:  # the rows changed: so may the history
+                keep_history(self.con)
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
