@@ -123,3 +123,25 @@ def test_an_unknown_enum_value_is_refused_naming_segment_and_field(
     check_exit(result, 2)
     err = _one_line_naming(result, field, (what,))
     assert seg.name in err, err
+
+
+@pytest.mark.parametrize("hidden", ["checkpoint_saved", "witness_allocated", "step_end"])
+def test_a_footer_that_leaves_out_a_type_its_rows_hold_is_refused(
+    ftaudit: Invoke, good_run: Path, tmp_path: Path, hidden: str
+) -> None:
+    """Footer-only readers (an incremental window's choice of declarations, the MAC check's
+    records, the payload columns' type checks) trust a segment's list of types: a forger who
+    leaves one out and recomputes the digest is refused by every read of the rows."""
+    run = _copy(good_run, tmp_path)
+    seg = next(s for s in segments(run) if hidden in load_segment(s)[1][b"ftaudit.types"].decode())
+    table, meta = load_segment(seg)
+    listed = meta[b"ftaudit.types"].decode().split(",")
+    meta[b"ftaudit.types"] = ",".join(t for t in listed if t != hidden).encode()
+    forge_digest(seg, table, meta)
+    for args in (("verify", run), ("verify", run, "--since-step", "0")):
+        result = ftaudit(*args)
+        check_exit(result, 2)
+        err = result.stderr
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        assert seg.name in err and f"rows of type '{hidden}'" in err, err
+        assert "does not list" in err, err

@@ -267,6 +267,27 @@ def digest_problem(info: SegmentInfo) -> str | None:
     return None
 
 
+def check_declared_types(path: Path, table: pa.Table, meta: SegmentMeta) -> None:
+    """Every row's event type is one its footer lists (:attr:`SegmentMeta.types`).
+
+    Readers that look at footers only trust that list: an incremental window picks the
+    segments that declare checkpoints and resumes by it, the MAC check picks the records
+    it checks, and the payload columns are type-checked for the types it names. A footer
+    that leaves out a type its rows hold (forged, the digest recomputed) would hide those
+    rows from them while a full read saw them: such a segment is unusable, whoever reads it.
+    """
+    declared = set(meta.types)
+    # numpy, not pyarrow.compute: ft-verify's plain path never imports the latter (~30 ms)
+    held = set(table.column("type").to_numpy(zero_copy_only=False).tolist())
+    undeclared = sorted(t for t in held - declared if t is not None)
+    if undeclared:
+        raise CorruptSegmentError(
+            path,
+            f"rows of type {', '.join(map(repr, undeclared))} that its footer does not list "
+            f"(it lists {', '.join(meta.types) or 'none'})",
+        )
+
+
 def torn_rows(path: Path) -> int | None:
     """How many events a torn flush's temp file holds when it was written completely (only
     its rename was cut short); None when it was cut short while being written."""
@@ -355,6 +376,7 @@ def segment_records(
         table = pq.read_table(info.path)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
+    check_declared_types(info.path, table, info.meta)
     if types is not None:
         import pyarrow.compute as pc  # not at import: it costs ft-verify ~30 ms, unused there
 
