@@ -445,3 +445,35 @@ def test_a_moved_window_decodes_new_segments_with_the_footers_the_follower_parse
     synthesize(tmp_path / "live", CONFIG, after_step=poll)
     follower.close()
     assert sum(moved) > 0  # the window moved, reading new segments, each with its footer
+
+
+def test_a_follower_keeps_no_parsed_footer_between_polls(tmp_path: Path) -> None:
+    """A parsed footer is about 100 KB: a follower that kept every listed segment's grew by
+    that per new segment. A poll that judged steps keeps what it derived (each segment's
+    checked info and largest step), not the footers; one that judged nothing keeps those
+    of the segments sealed since (the next poll decodes them). No footer is parsed twice."""
+    from ftaudit.verifier.online import OnlineVerifier
+
+    follower = OnlineVerifier(tmp_path / "live", since_step=0)
+    kept: list[int] = []
+    parsed_again: list[Path] = []
+    real_md = FooterCache.md
+
+    def counted(self: FooterCache, path: Path) -> Any:
+        if path not in self.metadata:
+            parsed_again.append(path)
+        return real_md(self, path)
+
+    def poll(step: int) -> None:
+        if follower.poll().judged is not None:
+            kept.append(len(follower._cache.metadata))
+        assert follower._cache.max_steps, step
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FooterCache, "md", counted)
+        synthesize(tmp_path / "live", CONFIG, after_step=poll)
+    report = follower.poll()
+    follower.close()
+    assert kept and set(kept) == {0}
+    assert parsed_again == []
+    assert not report.violations

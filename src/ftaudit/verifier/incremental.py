@@ -114,6 +114,9 @@ class FooterCache:
     """
 
     metadata: dict[Path, pq.FileMetaData] = field(default_factory=dict)
+    """Footers parsed since the last :meth:`drop_footers` (a poll decodes its new segments
+    with them); what later polls need of a footer is kept apart (its checked info, its
+    largest step)."""
     infos: dict[Path, SegmentInfo] = field(default_factory=dict)
     max_steps: dict[Path, int | None] = field(default_factory=dict)
     allocations: dict[Path, pa.Table] = field(default_factory=dict)
@@ -140,6 +143,13 @@ class FooterCache:
     """Dataset manifests read and checked, by ``("digest", d)`` or ``("file", path)``
     (:meth:`~ftaudit.verifier.context.RunContext.dataset_manifest`): reading and hashing
     one cost every poll 5 ms."""
+
+    def drop_footers(self) -> None:
+        """Forget the parsed footers: each holds about 100 KB of Thrift objects, and a
+        follower that kept every listed segment's grew by that for each new segment (116 MB
+        at 1,160 segments). A later need of one (a step statistic not looked at yet) parses
+        it again."""
+        self.metadata.clear()
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
@@ -226,21 +236,28 @@ class FooterCache:
             found, md = checked_footer(listed, self.checks)
             self.infos[listed.path] = found
             self.metadata.setdefault(listed.path, md)
+            # while the footer is at hand: it is dropped after the poll
+            self.max_steps.setdefault(listed.path, _largest_step(md, found.schema))
         return found
 
     def max_step(self, path: Path) -> int | None:
         """The largest step in the file (footer statistics), None when it holds no step."""
-        if path in self.max_steps:
-            return self.max_steps[path]
-        md = self.md(path)
-        index = md.schema.to_arrow_schema().get_field_index("step")
-        best: int | None = None
-        for rg in range(md.num_row_groups):
-            stats = md.row_group(rg).column(index).statistics
-            if stats is not None and stats.has_min_max:
-                best = stats.max if best is None else max(best, stats.max)
-        self.max_steps[path] = best
-        return best
+        if path not in self.max_steps:
+            md = self.md(path)
+            self.max_steps[path] = _largest_step(md, md.schema.to_arrow_schema())
+        return self.max_steps[path]
+
+
+def _largest_step(md: pq.FileMetaData, schema: pa.Schema) -> int | None:
+    """The largest ``step`` of a segment by its footer's statistics (None: it holds none);
+    ``schema``: the footer's, as Arrow's."""
+    index = schema.get_field_index("step")
+    best: int | None = None
+    for rg in range(md.num_row_groups):
+        stats = md.row_group(rg).column(index).statistics
+        if stats is not None and stats.has_min_max:
+            best = stats.max if best is None else max(best, stats.max)
+    return best
 
 
 @dataclass
@@ -259,8 +276,9 @@ class _File:
         return self.listed.first_seq
 
     @property
-    def md(self) -> pq.FileMetaData:
-        return self.cache.md(self.path)
+    def names(self) -> list[str]:
+        """The segment's column names (from its checked footer, kept across polls)."""
+        return self.cache.info(self.listed).schema.names
 
     def max_step(self) -> int | None:
         return self.cache.max_step(self.path)
@@ -268,13 +286,13 @@ class _File:
     def allocations(self) -> pa.Table:
         found = self.cache.allocations.get(self.path)
         if found is None:
-            found = self.cache.allocations[self.path] = _allocations(self.path, self.md)
+            found = self.cache.allocations[self.path] = _allocations(self.path, self.names)
         return found
 
     def buffer_sizes(self) -> list[int]:
         found = self.cache.buffer_sizes.get(self.path)
         if found is None:
-            found = self.cache.buffer_sizes[self.path] = _buffer_sizes(self.path, self.md)
+            found = self.cache.buffer_sizes[self.path] = _buffer_sizes(self.path, self.names)
         return found
 
 
@@ -301,11 +319,10 @@ def _read(path: Path, columns: list[str]) -> pa.Table:
         raise unreadable(path, exc, "unreadable") from None
 
 
-def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:
+def _allocations(path: Path, names: list[str]) -> pa.Table:
     """(step, start, counter_after) of the allocations in one driver segment."""
     import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
 
-    names = md.schema.to_arrow_schema().names
     cols = [c for c in ("type", "step", _COUNTER, _NUM_IDS) if c in names]
     table = _read(path, cols)
     if _COUNTER not in table.column_names:
@@ -318,11 +335,11 @@ def _allocations(path: Path, md: pq.FileMetaData) -> pa.Table:
     )
 
 
-def _buffer_sizes(path: Path, md: pq.FileMetaData) -> list[int]:
+def _buffer_sizes(path: Path, names: list[str]) -> list[int]:
     """The buffer sizes the ``run_started`` rows of one driver segment declare."""
     import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
 
-    if _BUFFER not in md.schema.to_arrow_schema().names:
+    if _BUFFER not in names:
         return []
     t = _read(path, ["type", _BUFFER])
     t = t.filter(pc.equal(t["type"], string_scalar("run_started")))
@@ -402,7 +419,7 @@ def select(
     last_seq: dict[str, int] = {}
     for writer, files in writers.items():
         last = files[-1]
-        last_seq[writer] = last.first_seq + last.md.num_rows - 1
+        last_seq[writer] = cache.info(last.listed).meta.last_seq
         i = _suffix(files, lookback)
         listed = listing.writers[writer]
         before = cache.declaring(listed, i)

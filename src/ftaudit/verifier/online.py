@@ -231,6 +231,7 @@ class OnlineVerifier:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
             heads, witness = window.head_only, window.witness_only
         session, read = self._window(scan, heads, witness)
+        self._cache.drop_footers()  # the new segments are decoded: a footer is 100 KB
         report = check_session(
             session, rules, window, None, self.data_manifests, NO_ANCHORS, self._cache
         )
