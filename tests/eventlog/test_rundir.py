@@ -118,3 +118,39 @@ def test_is_run_and_an_empty_listing(tmp_path: Path) -> None:
     assert len(list_segments(tmp_path, allow_empty=True)) == 0
     with pytest.raises(UnusableInputError, match="no event segments"):
         list_segments(tmp_path)
+
+
+def test_a_listing_that_reuses_the_last_one_lists_what_a_fresh_one_does(
+    tiny_run: Path, tmp_path: Path
+) -> None:
+    """A follower's listing reuses the files it listed before (the same objects); after new
+    segments, a removed one and a merged one, it lists exactly what a fresh listing does,
+    and a listed file turned into a link is refused all the same."""
+    from ftaudit.eventlog.rundir import ListedBefore
+
+    run = _copy(tiny_run, tmp_path / "run")
+    before = ListedBefore()
+    first = list_segments(run, before=before)
+    assert first == list_segments(run)
+    again = list_segments(run, before=before)
+    assert again == first
+    assert all(a is b for a, b in zip(again.files, first.files, strict=True))
+
+    writer = run / EVENTS_DIR / first.files[0].writer
+    segments = sorted(writer.iterdir())
+    removed, last = segments[0], segments[-1]
+    removed.unlink()
+    (writer / "999999999999.parquet").write_bytes(last.read_bytes())  # a new name
+    merged = writer / f"{segments[1].stem}-{segments[1].stem}.parquet"
+    merged.write_bytes(segments[1].read_bytes())
+    changed = list_segments(run, before=before)
+    assert changed == list_segments(run)
+    assert removed not in {f.path for f in changed.files}
+    assert set(before.files) == {(f.writer, f.path.name) for f in changed.files} | {
+        (writer.name, segments[1].name)  # held by the merged one: listed, then left out
+    }
+
+    os.unlink(last)
+    os.symlink(segments[-2], last)
+    with pytest.raises(CorruptSegmentError, match="symbolic link"):
+        list_segments(run, before=before)

@@ -26,7 +26,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
@@ -192,7 +192,26 @@ def _entries(folder: Path) -> list[os.DirEntry[str]]:
         return sorted(it, key=lambda e: e.name)
 
 
-def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False) -> SegmentListing:
+@dataclass
+class ListedBefore:
+    """The segment files one reader listed last time, by writer folder and file name.
+
+    A follower lists thousands of segments at every poll, nearly all of them listed
+    before: building each one's path and reading its name again cost a poll 15-25 ms. A
+    file's :class:`SegmentFile` follows from its folder and name alone, so one listed
+    again is reused (the same path object: its hash and string are computed once). Only
+    what the last listing held is kept.
+    """
+
+    files: dict[tuple[str, str], SegmentFile] = field(default_factory=dict)
+
+
+def list_segments(
+    run_dir: str | os.PathLike[str],
+    *,
+    allow_empty: bool = False,
+    before: ListedBefore | None = None,
+) -> SegmentListing:
     """List a run's segments; raise a one-line error naming the first unexpected entry.
 
     Inside ``events/`` everything must be what a writer leaves: writer folders (not
@@ -200,7 +219,8 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
     temp files of cut-short flushes. A symbolic link anywhere below the run directory
     is refused: a run's evidence must be inside it. ``allow_empty`` accepts a directory
     with no segment (or no ``events/`` folder at all) and returns an empty listing;
-    without it that is an :class:`UnusableInputError`.
+    without it that is an :class:`UnusableInputError`. ``before``: what the caller
+    listed last time (updated to this listing), whose files are reused.
     """
     root = Path(run_dir)
     events = events_dir(root)
@@ -221,13 +241,21 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
     writers: dict[str, tuple[SegmentFile, ...]] = {}
     torn: list[Path] = []
     held: set[Path] = set()
+    known = before.files if before is not None else {}
+    seen: dict[tuple[str, str], SegmentFile] = {}
     for entry in _entries(events):
         folder = events / entry.name
         if _entry_kind(entry) != stat.S_IFDIR:
             raise UnusableInputError(f"{folder}: unexpected entry in {EVENTS_DIR}/")
         files: list[SegmentFile] = []
         for item in _entries(folder):
-            path, kind = folder / item.name, _entry_kind(item)
+            kind = _entry_kind(item)
+            again = known.get((entry.name, item.name))
+            if again is not None and kind == stat.S_IFREG:
+                files.append(again)
+                seen[(entry.name, item.name)] = again
+                continue
+            path = folder / item.name
             if path.name.startswith(TEMP_PREFIX):
                 if kind != stat.S_IFREG:
                     raise UnusableInputError(f"{path}: unexpected entry in a writer folder")
@@ -242,7 +270,9 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
                 if seqs is None:
                     reason = f"name is not a {SEQ_DIGITS}-digit sequence number (or a range of two)"
                     raise CorruptSegmentError(path, reason)
-                files.append(SegmentFile(path, folder.name, *seqs))
+                listed = SegmentFile(path, folder.name, *seqs)
+                files.append(listed)
+                seen[(entry.name, item.name)] = listed
             else:
                 raise UnusableInputError(f"{path}: unexpected file in a writer folder")
         skip = covered(files)
@@ -253,6 +283,8 @@ def list_segments(run_dir: str | os.PathLike[str], *, allow_empty: bool = False)
             writers[folder.name] = tuple(files)
     if not writers and not allow_empty:
         raise UnusableInputError(f"{root}: the run has no event segments")
+    if before is not None:
+        before.files = seen
     return SegmentListing(root, MappingProxyType(writers), tuple(sorted(torn)), tuple(sorted(held)))
 
 

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from ftaudit.eventlog.arrays import string_scalar
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, superseded
 from ftaudit.eventlog.registry import default_registry
-from ftaudit.eventlog.rundir import SegmentListing, list_segments, relisting
+from ftaudit.eventlog.rundir import ListedBefore, SegmentListing, list_segments, relisting
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.engine import check_session, select_rules, verify
 from ftaudit.verifier.findings import Report, Violation
@@ -130,6 +130,8 @@ class OnlineVerifier:
     """Every violation reported so far, provisional ones included, in order of discovery."""
     final: Report | None = None
     _cache: FooterCache = field(default_factory=FooterCache)
+    _listed: ListedBefore = field(default_factory=ListedBefore)
+    """The segment files of the last listing (the next one reuses them)."""
     _seen: set[tuple[object, ...]] = field(default_factory=set)
     _progress: _Frontier = field(default_factory=_Frontier)
     _session: Session | None = None
@@ -156,7 +158,7 @@ class OnlineVerifier:
         return relisting(self._poll)
 
     def _poll(self) -> Poll:
-        listing = list_segments(self.run_dir, allow_empty=True)
+        listing = list_segments(self.run_dir, allow_empty=True, before=self._listed)
         self._cache.keep(listing)
         if not listing.writers:
             return Poll(None, (), None)
