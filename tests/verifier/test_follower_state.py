@@ -477,3 +477,37 @@ def test_a_follower_keeps_no_parsed_footer_between_polls(tmp_path: Path) -> None
     assert kept and set(kept) == {0}
     assert parsed_again == []
     assert not report.violations
+
+
+def test_a_new_segment_whose_footer_leaves_out_a_type_is_refused_before_it_joins(
+    tmp_path: Path,
+) -> None:
+    """A moved window checks that each new segment's rows hold only the types its footer
+    lists (footer-only readers trust that list): a forged one is named, nothing of it loaded."""
+    run = synthesize(tmp_path / "run", CONFIG).run_dir
+    listing = list_segments(run)
+    driver = next(w for w in listing.writers if w.startswith("driver."))
+    files = listing.writers[driver]
+    hidden = "step_end"
+    bad = next(f.path for f in reversed(files) if hidden in _footer_types(f.path))
+    before = SegmentListing(
+        listing.run_dir, {**listing.writers, driver: tuple(f for f in files if f.path != bad)}, ()
+    )
+    scan, window = select(run, 20, listing=before)
+    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+    table, meta = load_segment(bad)
+    listed = _footer_types(bad)
+    meta[b"ftaudit.types"] = ",".join(t for t in listed if t != hidden).encode()
+    forge_digest(bad, table, meta)
+    grown, grown_window = select(run, 20, listing=listing)
+    with Session.open(run, scan=scan, **parts) as session:
+        rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
+        with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*'{hidden}'.*does not list"):
+            session.move(
+                grown, head_only=grown_window.head_only, witness_only=grown_window.witness_only
+            )
+        assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
+
+
+def _footer_types(path: Path) -> list[str]:
+    return load_segment(path)[1][b"ftaudit.types"].decode().split(",")

@@ -21,14 +21,7 @@ import pyarrow.parquet as pq
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
 from ftaudit.eventlog.pool import in_order
-from ftaudit.eventlog.reader import (
-    UNREADABLE,
-    RunScan,
-    SegmentInfo,
-    check_declared_types,
-    open_parquet,
-    unreadable,
-)
+from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, open_parquet, unreadable
 from ftaudit.eventlog.sql import ident
 
 FILENAME = "filename"
@@ -65,7 +58,6 @@ def read_segment(info: SegmentInfo, footer: pq.FileMetaData | None = None) -> pa
         table = open_parquet(data, footer).read_all(use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
-    check_declared_types(info.path, table, info.meta)
     # here, on the reading thread: the main thread's share is what a second core cannot take
     return table.replace_schema_metadata(None).append_column(
         pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)

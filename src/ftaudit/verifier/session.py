@@ -36,7 +36,7 @@ from ftaudit.eventlog.sql import ident, string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
 from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
 from ftaudit.verifier.result_rows import row_maker
-from ftaudit.verifier.validation import check_rows, suspect_rows
+from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views, keep_history
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class Session:
                 con.execute("SET threads = 1")
             schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
             _keep(con, partial)
-            check_rows(con, registry)
+            check_rows(con, registry, footers={str(i.path): i.meta for i in scan.segments})
             create_history_views(con)
             keep_history(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
@@ -267,6 +267,9 @@ class Session:
         batches = conformed_batches(new, self.schema, footers)
         rows = pa.Table.from_batches(list(batches), self.schema)
         rows = _kept_rows(rows, partial)
+        held = rows.group_by([FILENAME, "type"]).aggregate([])
+        pairs = zip(held[FILENAME].to_pylist(), held["type"].to_pylist(), strict=True)
+        check_footers_list(pairs, {str(i.path): i.meta for i in new.segments})
         if suspect_rows(rows, self.registry, self._rings(rows)):
             self.con.register(_NEW_ROWS, rows)
             self.con.execute(f"CREATE TEMP TABLE {_INCOMING} AS SELECT * FROM {_NEW_ROWS}")

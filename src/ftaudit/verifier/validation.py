@@ -24,7 +24,7 @@ invariants first (:func:`suspect_rows`) and runs the query only on rows they fla
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,9 @@ from ftaudit.eventlog.arrays import (
     string_scalar,
 )
 from ftaudit.eventlog.builtin_layouts import WRITER_KINDS, WRITER_ROLES
+from ftaudit.eventlog.reader import check_declared_types
 from ftaudit.eventlog.registry import EventRegistry, EventType
+from ftaudit.eventlog.segment import SegmentMeta
 from ftaudit.eventlog.shapes import Shape, is_runs
 from ftaudit.eventlog.sql import ident, literal
 from ftaudit.eventlog.views import SEGMENTS
@@ -187,7 +189,10 @@ def _checked(event_type: EventType, problems: list[tuple[str, str]]) -> str:
 
 
 def check_rows(
-    con: duckdb.DuckDBPyConnection, registry: EventRegistry, table: str = SEGMENTS
+    con: duckdb.DuckDBPyConnection,
+    registry: EventRegistry,
+    table: str = SEGMENTS,
+    footers: Mapping[str, SegmentMeta] | None = None,
 ) -> None:
     """Raise :class:`CorruptSegmentError` for the first row of ``table`` that breaks its model.
 
@@ -195,11 +200,19 @@ def check_rows(
     planning, and so does a type without rows: a small run has rows of about half of
     them). ``table`` other than the run's (:data:`SEGMENTS`) holds rows about to join it
     (a follower's new segments, checked before they join: the check then reads only
-    them); the ring sizes the rows are checked against are the run's and theirs.
+    them); the ring sizes the rows are checked against are the run's and theirs. With
+    ``footers`` (by segment path), each segment's rows hold only types its footer lists
+    (:func:`~ftaudit.eventlog.reader.check_declared_types`).
     """
     source = ident(table)
     # the rows' own types, not the footers' lists: a forged footer may leave one out
-    types = {name for (name,) in con.execute(f"SELECT DISTINCT type FROM {source}").fetchall()}
+    if footers is None:
+        found = con.execute(f"SELECT DISTINCT type FROM {source}").fetchall()
+        types = {name for (name,) in found}
+    else:
+        found = con.execute(f"SELECT DISTINCT filename, type FROM {source}").fetchall()
+        types = {name for _, name in found}
+        check_footers_list(found, footers)
     present = {row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()}
     buffer_size = "run_started.buffer_size"
     ring = ident(buffer_size) if buffer_size in present else "CAST(NULL AS BIGINT)"
@@ -231,6 +244,15 @@ def check_rows(
     if found:
         ((name, filename, seq, why),) = found
         raise CorruptSegmentError(filename, f"{name} event at seq {seq}: {why}")
+
+
+def check_footers_list(held: Iterable[tuple[str, str]], footers: Mapping[str, SegmentMeta]) -> None:
+    """Each ``(segment, type)`` pair of rows ``held`` is a type the segment's footer lists."""
+    by_segment: dict[str, set[str]] = {}
+    for filename, name in held:
+        by_segment.setdefault(filename, set()).add(name)
+    for filename in sorted(by_segment):
+        check_declared_types(filename, by_segment[filename], footers[filename])
 
 
 def suspect_rows(table: pa.Table, registry: EventRegistry, rings: Mapping[int, int]) -> bool:
@@ -433,4 +455,4 @@ def _foreign_identity(table: pa.Table, present: set[str]) -> bool:
     )
 
 
-__all__ = ["RING_IDS", "check_rows", "suspect_rows"]
+__all__ = ["RING_IDS", "check_footers_list", "check_rows", "suspect_rows"]
