@@ -10,15 +10,26 @@ deleted writer or a rewritten history contradicts one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ftaudit.verifier.segment_state import SegmentFed
 
 if TYPE_CHECKING:
     from ftaudit.verifier.context import RunContext
 
-SNAPSHOTS = """
-    SELECT iteration, incarnation, writers, chain_heads, job_heads FROM checkpoint_saved
-    ORDER BY incarnation, iteration"""
+SNAPSHOT_COLUMNS = (
+    "iteration",
+    "incarnation",
+    "writer",
+    "seq",
+    "writers",
+    "chain_heads",
+    "job_heads",
+)
+
+SNAPSHOTS = f"SELECT {', '.join(SNAPSHOT_COLUMNS)}, segment FROM checkpoint_saved"
 
 FINISHES = """
     SELECT incarnation, final_heads, writer, seq FROM run_finished ORDER BY incarnation, seq"""
@@ -48,20 +59,61 @@ def as_dict(value: Any) -> dict:
     return dict(value)
 
 
+class CheckpointHeads(SegmentFed):
+    """The heads the loaded checkpoint records vouch for, kept by segment (see
+    :class:`SegmentFed`): a follower's poll asks DuckDB only about new checkpoint records
+    (the query over every one cost each poll about 10 ms), in the order a full
+    verification gives (incarnation, iteration, then the record's writer and seq)."""
+
+    event_type = "checkpoint_saved"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_segment: dict[str, list[tuple[tuple[int, int, str, int], RecordedHead]]] = {}
+        self._ordered: list[RecordedHead] | None = None
+
+    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
+        rows = self.added_rows(ctx, SNAPSHOT_COLUMNS, segments)
+        if rows is None:
+            rows = self.rows(ctx, SNAPSHOTS, segments, label="recorded heads: checkpoints")
+        for r in rows:
+            order = (r["incarnation"], r["iteration"], r["writer"], r["seq"])
+            held = self._by_segment.setdefault(r["segment"], [])
+            held += ((order, h) for h in _checkpoint_heads(r))
+        self._ordered = None
+
+    def drop(self, segment: str) -> None:
+        if self._by_segment.pop(segment, None) is not None:
+            self._ordered = None
+
+    @property
+    def heads(self) -> list[RecordedHead]:
+        if self._ordered is None:
+            held = (pair for pairs in self._by_segment.values() for pair in pairs)
+            self._ordered = [h for _, h in sorted(held, key=lambda pair: pair[0])]
+        return self._ordered
+
+
+def _checkpoint_heads(r: dict[str, Any]) -> list[RecordedHead]:
+    """The heads one checkpoint record vouches for: its process's writers, then the job's."""
+    record, inc = f"checkpoint {r['iteration']}", r["incarnation"]
+    digests = as_dict(r["chain_heads"])
+    out = [
+        RecordedHead(record, inc, writer, seq, digests.get(writer) or "")
+        for writer, seq in as_dict(r["writers"]).items()
+        if seq is not None and seq >= 0
+    ]
+    out += (
+        RecordedHead(record, inc, writer, head["last_seq"], head["digest"] or "")
+        for writer, head in as_dict(r["job_heads"]).items()
+        if head is not None and head["last_seq"] >= 0
+    )
+    return out
+
+
 def recorded_heads(ctx: RunContext) -> list[RecordedHead]:
     """Every head any checkpoint or ``run_finished`` of the run recorded, and the seal's."""
-    out: list[RecordedHead] = []
-    for r in ctx.rows(SNAPSHOTS, label="recorded heads: checkpoints"):
-        record, inc = f"checkpoint {r['iteration']}", r["incarnation"]
-        digests = as_dict(r["chain_heads"])
-        for writer, seq in as_dict(r["writers"]).items():
-            if seq is not None and seq >= 0:
-                out.append(RecordedHead(record, inc, writer, seq, digests.get(writer) or ""))
-        for writer, head in as_dict(r["job_heads"]).items():
-            if head is not None and head["last_seq"] >= 0:
-                out.append(
-                    RecordedHead(record, inc, writer, head["last_seq"], head["digest"] or "")
-                )
+    out: list[RecordedHead] = list(ctx.kept(CheckpointHeads).heads)
     seal = ctx.anchors.seal
     if seal is not None:
         for writer, head in seal.heads.items():
@@ -77,4 +129,4 @@ def recorded_heads(ctx: RunContext) -> list[RecordedHead]:
     return out
 
 
-__all__ = ["RecordedHead", "as_dict", "recorded_heads"]
+__all__ = ["CheckpointHeads", "RecordedHead", "as_dict", "recorded_heads"]
