@@ -119,7 +119,7 @@ def recorded_heads(ctx: RunContext) -> list[RecordedHead]:
         for writer, head in seal.heads.items():
             if head.last_seq >= 0:
                 out.append(RecordedHead("the seal", -1, writer, head.last_seq, head.digest))
-    for r in ctx.rows(FINISHES, label="recorded heads: run_finished"):
+    for r in ctx.rows(FINISHES, label="recorded heads: run_finished", needs=("run_finished",)):
         record, inc = f"run_finished of incarnation {r['incarnation']}", r["incarnation"]
         for writer, head in as_dict(r["final_heads"]).items():
             if head is not None and head["last_seq"] >= 0:

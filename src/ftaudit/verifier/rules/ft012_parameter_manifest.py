@@ -67,7 +67,9 @@ class ParameterManifest(Rule):
     def check(self, ctx: RunContext) -> RuleOutcome:
         # every manifest, also before an incremental window: the first judged one is
         # compared with the one before it
-        rows = judged_rank_rows(ctx, MANIFESTS, label="FT012 manifests", in_window=False)
+        rows = judged_rank_rows(
+            ctx, MANIFESTS, label="FT012 manifests", in_window=False, needs=("parameter_manifest",)
+        )
         groups: dict[tuple[str, int], list[_Manifest]] = {}
         for r in rows:
             groups.setdefault((r.who.role, r.who.rank), []).append(_Manifest.of(r))
