@@ -90,10 +90,9 @@ class Session:
     timings: list[QueryTiming] = field(default_factory=list)
     _partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Segments of which only some event types are loaded: path -> those types."""
-    _types: frozenset[str] | None = None
-    _holding: dict[str, frozenset[str]] = field(default_factory=dict)
-    """:meth:`segments_holding` by event type, for the loaded segments (cleared by a move)."""
-    """The event types of the loaded rows (asked of DuckDB on first use, again after a move)."""
+    _holding: dict[str, frozenset[str]] | None = None
+    """:meth:`segments_holding` by event type, for the loaded segments (made on first use,
+    again after a move)."""
     one_thread: bool = False
     """Whether DuckDB runs on one thread (:data:`ONE_THREAD_ROWS`)."""
     added: pa.Table | None = None
@@ -214,8 +213,7 @@ class Session:
             self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
         self._partial = partial
-        self._types = None
-        self._holding = {}
+        self._holding = None
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
@@ -267,8 +265,8 @@ class Session:
         batches = conformed_batches(new, self.schema, footers)
         rows = pa.Table.from_batches(list(batches), self.schema)
         rows = _kept_rows(rows, partial)
-        held = rows.group_by([FILENAME, "type"]).aggregate([])
-        pairs = zip(held[FILENAME].to_pylist(), held["type"].to_pylist(), strict=True)
+        # not Table.group_by: it imports pyarrow.dataset, and with it pandas (0.4 s)
+        pairs = set(zip(rows[FILENAME].to_pylist(), rows["type"].to_pylist(), strict=True))
         check_footers_list(pairs, {str(i.path): i.meta for i in new.segments})
         if suspect_rows(rows, self.registry, self._rings(rows)):
             self.con.register(_NEW_ROWS, rows)
@@ -353,24 +351,25 @@ class Session:
         return rows
 
     def segments_holding(self, event_type: str) -> frozenset[str]:
-        """The loaded segments (paths) whose ``event_type`` rows are loaded: those that
-        hold such rows, less the ones loaded in part without that type."""
-        found = self._holding.get(event_type)
-        if found is None:
-            found = self._holding[event_type] = frozenset(
-                str(info.path)
-                for info in self.scan.segments
-                if event_type in info.meta.types
-                and event_type in self._partial.get(str(info.path), (event_type,))
-            )
-        return found
+        """The loaded segments (paths) whose ``event_type`` rows are loaded: those whose
+        footer lists the type, less the ones loaded in part without it. A footer lists the
+        types its rows hold and no other (the load refuses a segment holding a type its
+        footer leaves out: :func:`~ftaudit.verifier.validation.check_rows`)."""
+        if self._holding is None:
+            holding: dict[str, set[str]] = {}
+            for info in self.scan.segments:  # one pass for every type: a follower's window
+                path = str(info.path)  # holds about a thousand segments
+                kept = self._partial.get(path)
+                for name in info.meta.types:
+                    if kept is None or name in kept:
+                        holding.setdefault(name, set()).add(path)
+            self._holding = {name: frozenset(paths) for name, paths in holding.items()}
+        return self._holding.get(event_type, frozenset())
 
     def holds(self, event_type: str) -> bool:
-        """Whether any loaded row is an ``event_type`` event."""
-        if self._types is None:
-            found = self.con.execute(f"SELECT DISTINCT type FROM {SEGMENTS}").fetchall()
-            self._types = frozenset(t for (t,) in found)
-        return event_type in self._types
+        """Whether any loaded row is an ``event_type`` event (from the footers: a scan of
+        the loaded table per move cost a follower's poll 6 ms)."""
+        return bool(self.segments_holding(event_type))
 
     @contextmanager
     def _translated(self, label: str) -> Iterator[None]:
