@@ -124,6 +124,26 @@ def summarize(polls: list[PollCost], step_s: float) -> list[dict]:
     return points
 
 
+def live_run(args: argparse.Namespace) -> SynthConfig:
+    """The valid run a follower follows: no restarts or retries, a checkpoint every 100
+    steps, from ``--steps``, ``--cells``, ``--buffer-size``, ``--samples-per-step`` and
+    ``--flush-every`` (also ``online_replay.py``'s)."""
+    from ftaudit.synth import SynthConfig
+
+    return SynthConfig(
+        steps=args.steps,
+        cells=args.cells,
+        ranks=1,
+        buffer_size=args.buffer_size,
+        samples_per_step=args.samples_per_step,
+        restarts=0,
+        retries=0,
+        checkpoint_every=100,
+        flush_every=args.flush_every,
+        seed=0,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
@@ -147,20 +167,7 @@ def main() -> None:
     import duckdb
     import pyarrow
 
-    from ftaudit.synth import SynthConfig
-
-    config = SynthConfig(
-        steps=args.steps,
-        cells=args.cells,
-        ranks=1,
-        buffer_size=args.buffer_size,
-        samples_per_step=args.samples_per_step,
-        restarts=0,
-        retries=0,
-        checkpoint_every=100,
-        flush_every=args.flush_every,
-        seed=0,
-    )
+    config = live_run(args)
     at = [int(a) for a in args.at.split(",")]
     if max(at) + args.every * (args.polls + 1) >= args.steps:
         parser.error("the last sample point needs --every x (--polls + 1) steps after it")

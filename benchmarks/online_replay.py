@@ -49,20 +49,10 @@ def snapshot(run: Path, into: Path) -> None:
 
 def write(args: argparse.Namespace, root: Path) -> list[int]:
     """Write the run, keeping a copy at each poll step; the steps copied."""
-    from ftaudit.synth import SynthConfig, synthesize
+    from ftaudit.synth import synthesize
+    from online_bench import live_run
 
-    config = SynthConfig(
-        steps=args.steps,
-        cells=args.cells,
-        ranks=1,
-        buffer_size=args.buffer_size,
-        samples_per_step=args.samples_per_step,
-        restarts=0,
-        retries=0,
-        checkpoint_every=100,
-        flush_every=args.flush_every,
-        seed=0,
-    )
+    config = live_run(args)
     steps: list[int] = []
 
     def after_step(step: int) -> None:

@@ -99,28 +99,67 @@ def test_a_poll_looks_at_no_footer_before_its_window(run_dir: Path) -> None:
 def test_a_new_segment_that_breaks_its_model_is_refused_before_it_joins(tmp_path: Path) -> None:
     """A moved window checks the segments sealed since the last poll on their own (not
     among the window's rows): a bad row is named and nothing of its segment is loaded."""
+    column = "witness_allocated.witness_ids"
+
+    def forge(bad: Path) -> None:
+        table, meta = load_segment(bad)
+        values = table.column(column).to_pylist()
+        row = next(i for i, v in enumerate(values) if v is not None)
+        values[row] = FORGED_RUNS["mismatched"]
+        field = table.schema.field(column)
+        i = table.schema.get_field_index(column)
+        forge_digest(bad, table.set_column(i, field, pa.array(values, field.type)), meta)
+
+    _refused_on_move(
+        tmp_path,
+        lambda path: column in load_segment(path)[0].column_names,
+        forge,
+        "witness_ids",
+    )
+
+
+def test_a_new_segment_whose_footer_leaves_out_a_type_is_refused_before_it_joins(
+    tmp_path: Path,
+) -> None:
+    """A moved window checks that each new segment's rows hold only the types its footer
+    lists (footer-only readers trust that list): a forged one is named, nothing of it loaded."""
+    hidden = "step_end"
+
+    def forge(bad: Path) -> None:
+        table, meta = load_segment(bad)
+        listed = meta[b"ftaudit.types"].decode().split(",")
+        meta[b"ftaudit.types"] = ",".join(t for t in listed if t != hidden).encode()
+        forge_digest(bad, table, meta)
+
+    _refused_on_move(
+        tmp_path,
+        lambda path: hidden in load_segment(path)[1][b"ftaudit.types"].decode().split(","),
+        forge,
+        f"'{hidden}'.*does not list",
+    )
+
+
+def _refused_on_move(
+    tmp_path: Path, holds: Callable[[Path], bool], forge: Callable[[Path], None], why: str
+) -> None:
+    """Load a window without the newest driver segment that ``holds`` it, ``forge`` that
+    segment, and move the window onto it: refused naming the segment and ``why``, with
+    the window's rows as they were, and the window still moves without it."""
     run = synthesize(tmp_path / "run", CONFIG).run_dir
     listing = list_segments(run)
     driver = next(w for w in listing.writers if w.startswith("driver."))
-    column = "witness_allocated.witness_ids"
     files = listing.writers[driver]
-    bad = next(f.path for f in reversed(files) if column in load_segment(f.path)[0].column_names)
+    bad = next(f.path for f in reversed(files) if holds(f.path))
     before = SegmentListing(
         listing.run_dir, {**listing.writers, driver: tuple(f for f in files if f.path != bad)}, ()
     )
     scan, window = select(run, 20, listing=before)
     parts = {"head_only": window.head_only, "witness_only": window.witness_only}
-    table, meta = load_segment(bad)
-    values = table.column(column).to_pylist()
-    row = next(i for i, v in enumerate(values) if v is not None)
-    values[row] = FORGED_RUNS["mismatched"]
-    field = table.schema.field(column)
-    i = table.schema.get_field_index(column)
-    forge_digest(bad, table.set_column(i, field, pa.array(values, field.type)), meta)
+    forge(bad)
     grown, grown_window = select(run, 20, listing=listing)
     with Session.open(run, scan=scan, **parts) as session:
         rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
-        with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*witness_ids"):
+        with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*{why}"):
             session.move(
                 grown, head_only=grown_window.head_only, witness_only=grown_window.witness_only
             )
@@ -477,37 +516,3 @@ def test_a_follower_keeps_no_parsed_footer_between_polls(tmp_path: Path) -> None
     assert kept and set(kept) == {0}
     assert parsed_again == []
     assert not report.violations
-
-
-def test_a_new_segment_whose_footer_leaves_out_a_type_is_refused_before_it_joins(
-    tmp_path: Path,
-) -> None:
-    """A moved window checks that each new segment's rows hold only the types its footer
-    lists (footer-only readers trust that list): a forged one is named, nothing of it loaded."""
-    run = synthesize(tmp_path / "run", CONFIG).run_dir
-    listing = list_segments(run)
-    driver = next(w for w in listing.writers if w.startswith("driver."))
-    files = listing.writers[driver]
-    hidden = "step_end"
-    bad = next(f.path for f in reversed(files) if hidden in _footer_types(f.path))
-    before = SegmentListing(
-        listing.run_dir, {**listing.writers, driver: tuple(f for f in files if f.path != bad)}, ()
-    )
-    scan, window = select(run, 20, listing=before)
-    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
-    table, meta = load_segment(bad)
-    listed = _footer_types(bad)
-    meta[b"ftaudit.types"] = ",".join(t for t in listed if t != hidden).encode()
-    forge_digest(bad, table, meta)
-    grown, grown_window = select(run, 20, listing=listing)
-    with Session.open(run, scan=scan, **parts) as session:
-        rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
-        with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*'{hidden}'.*does not list"):
-            session.move(
-                grown, head_only=grown_window.head_only, witness_only=grown_window.witness_only
-            )
-        assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
-
-
-def _footer_types(path: Path) -> list[str]:
-    return load_segment(path)[1][b"ftaudit.types"].decode().split(",")
