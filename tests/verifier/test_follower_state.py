@@ -516,3 +516,38 @@ def test_a_follower_keeps_no_parsed_footer_between_polls(tmp_path: Path) -> None
     assert kept and set(kept) == {0}
     assert parsed_again == []
     assert not report.violations
+
+
+def test_a_moved_window_keeps_history_tables_equal_to_its_views(tmp_path: Path) -> None:
+    """A move remakes only the history tables made from the event types whose rows it
+    added or removed (a live run's poll adds step ends, a resume a start): after every
+    poll of a run with restarts and retries, each kept table holds what its view, made
+    afresh from the loaded rows, holds."""
+    from ftaudit.verifier.online import OnlineVerifier
+    from ftaudit.verifier.views import KEPT
+
+    config = dataclasses.replace(LOOKBACK, flush_every=1)
+    follower = OnlineVerifier(tmp_path / "run", since_step=0)
+    moved: list[int] = []
+
+    def poll(step: int) -> None:
+        opened = follower._session
+        follower.poll()
+        session = follower._session
+        if session is None:
+            return
+        if opened is session:
+            moved.append(step)
+        (database,) = session.con.execute("SELECT current_database()").fetchone()
+        view, table = f"{database}.main", "temp.main"
+        for name in KEPT:
+            for a, b in ((table, view), (view, table)):
+                differ = session.con.execute(
+                    f"SELECT count(*) FROM (SELECT * FROM {a}.{name} EXCEPT ALL "
+                    f"SELECT * FROM {b}.{name})"
+                ).fetchone()[0]
+                assert differ == 0, (step, name, a, b)
+
+    synthesize(tmp_path / "run", config, after_step=poll)
+    follower.close()
+    assert len(moved) > 10

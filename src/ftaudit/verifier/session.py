@@ -29,7 +29,7 @@ from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
-from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
@@ -203,7 +203,7 @@ class Session:
             shrunk = {p: k for p, k in narrowed.items() if p in loaded}
             _keep(self.con, shrunk)
             if rows is not None or gone or shrunk:  # the rows changed: so may the history
-                keep_history(self.con)
+                keep_history(self.con, self._changed_types(fresh, gone, shrunk, narrowed))
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
@@ -217,6 +217,29 @@ class Session:
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
+
+    def _changed_types(
+        self,
+        fresh: Collection[SegmentInfo],
+        gone: Collection[str],
+        shrunk: Mapping[str, tuple[str, ...]],
+        narrowed: Mapping[str, tuple[str, ...]],
+    ) -> set[str]:
+        """The event types whose loaded rows a move adds (``fresh`` segments, kept in part
+        where ``narrowed``) or removes (``gone`` segments, and the types ``shrunk`` ones no
+        longer keep), by their footers (which list exactly the types their rows hold)."""
+        out: set[str] = set()
+        for info in fresh:
+            kept = narrowed.get(str(info.path))
+            out.update(t for t in info.meta.types if kept is None or t in kept)
+        if gone or shrunk:
+            before = {str(i.path): i.meta.types for i in self.scan.segments}
+            for path in gone:
+                kept = self._partial.get(path)
+                out.update(t for t in before[path] if kept is None or t in kept)
+            for path, kept in shrunk.items():
+                out.update(t for t in before[path] if t not in kept)
+        return out
 
     def added_rows(
         self, event_type: str, columns: Sequence[str], segments: Collection[str]

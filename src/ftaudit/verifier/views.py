@@ -11,6 +11,8 @@ its own resume point; and so on back to a fresh start.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import duckdb
 
 from ftaudit.eventlog.sql import ident
@@ -100,13 +102,23 @@ KEPT = ("incarnations", "lineage", "committed_steps")
 """The views most rules' queries read, in the order they build on each other."""
 
 
-def keep_history(con: duckdb.DuckDBPyConnection) -> None:
+KEPT_FROM: dict[str, frozenset[str]] = {
+    "incarnations": frozenset({"run_started"}),
+    "lineage": frozenset({"run_started"}),
+    "committed_steps": frozenset({"run_started", "step_end"}),
+}
+"""The event types each of :data:`KEPT` is made from (through the ones before it)."""
+
+
+def keep_history(con: duckdb.DuckDBPyConnection, changed: Collection[str] | None = None) -> None:
     """Hold :data:`KEPT` as temporary tables of the same names (they come first in
     DuckDB's search path) until the rows change: every query that read a view planned
     and ran the recursive ``lineage`` again (a follower's poll, 14 ms of its 95 ms of
-    queries). Call again after the loaded rows changed; the views stay what ``ftaudit
-    sql`` reads."""
-    for name in reversed(KEPT):
+    queries). Call again after the loaded rows changed, with the event types whose rows
+    ``changed`` (None: any): only the tables made from them are made again (a live run's
+    poll adds step ends, rarely a start). The views stay what ``ftaudit sql`` reads."""
+    stale = [n for n in KEPT if changed is None or KEPT_FROM[n].intersection(changed)]
+    for name in reversed(stale):
         con.execute(f"DROP TABLE IF EXISTS temp.{ident(name)}")
-    for name in KEPT:
+    for name in stale:
         con.execute(f"CREATE TEMP TABLE {ident(name)} AS SELECT * FROM main.{ident(name)}")
