@@ -88,6 +88,7 @@ class CheckpointHeads(SegmentFed):
 
     @property
     def heads(self) -> list[RecordedHead]:
+        """Every head the loaded checkpoint records vouch for, in record order."""
         if self._ordered is None:
             held = (pair for pairs in self._by_segment.values() for pair in pairs)
             self._ordered = [h for _, h in sorted(held, key=lambda pair: pair[0])]
