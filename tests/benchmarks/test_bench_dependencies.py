@@ -11,7 +11,9 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OWN = {"ftaudit", "tests", "benchmarks"}
+OWN = {"ftaudit", "tests", "benchmarks"} | {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+"""This project's own modules: its packages, and the benchmark scripts (one may import
+another beside it: ``online_replay`` writes the run ``online_bench`` follows)."""
 
 
 def _imported(path: Path) -> set[str]:
