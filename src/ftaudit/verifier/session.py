@@ -29,7 +29,7 @@ from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
-from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
+from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
@@ -200,10 +200,12 @@ class Session:
                 self.con.register(_NEW_ROWS, rows)
                 self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
             # segments loaded whole before, now kept in part
-            shrunk = {p: k for p, k in narrowed.items() if p in loaded}
-            _keep(self.con, shrunk)
-            if rows is not None or gone or shrunk:  # the rows changed: so may the history
-                keep_history(self.con, self._changed_types(fresh, gone, shrunk, narrowed))
+            _keep(self.con, {p: k for p, k in narrowed.items() if p in loaded})
+            held = _holding(scan, partial)
+            was = self._held()
+            changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
+            if changed:  # the types whose rows came or went: so may the history made of them
+                keep_history(self.con, changed)
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
@@ -213,33 +215,10 @@ class Session:
             self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
         self._partial = partial
-        self._holding = None
+        self._holding = held
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
-
-    def _changed_types(
-        self,
-        fresh: Collection[SegmentInfo],
-        gone: Collection[str],
-        shrunk: Mapping[str, tuple[str, ...]],
-        narrowed: Mapping[str, tuple[str, ...]],
-    ) -> set[str]:
-        """The event types whose loaded rows a move adds (``fresh`` segments, kept in part
-        where ``narrowed``) or removes (``gone`` segments, and the types ``shrunk`` ones no
-        longer keep), by their footers (which list exactly the types their rows hold)."""
-        out: set[str] = set()
-        for info in fresh:
-            kept = narrowed.get(str(info.path))
-            out.update(t for t in info.meta.types if kept is None or t in kept)
-        if gone or shrunk:
-            before = {str(i.path): i.meta.types for i in self.scan.segments}
-            for path in gone:
-                kept = self._partial.get(path)
-                out.update(t for t in before[path] if kept is None or t in kept)
-            for path, kept in shrunk.items():
-                out.update(t for t in before[path] if t not in kept)
-        return out
 
     def added_rows(
         self, event_type: str, columns: Sequence[str], segments: Collection[str]
@@ -378,16 +357,12 @@ class Session:
         footer lists the type, less the ones loaded in part without it. A footer lists the
         types its rows hold and no other (the load refuses a segment holding a type its
         footer leaves out: :func:`~ftaudit.verifier.validation.check_rows`)."""
+        return self._held().get(event_type, frozenset())
+
+    def _held(self) -> dict[str, frozenset[str]]:
         if self._holding is None:
-            holding: dict[str, set[str]] = {}
-            for info in self.scan.segments:  # one pass for every type: a follower's window
-                path = str(info.path)  # holds about a thousand segments
-                kept = self._partial.get(path)
-                for name in info.meta.types:
-                    if kept is None or name in kept:
-                        holding.setdefault(name, set()).add(path)
-            self._holding = {name: frozenset(paths) for name, paths in holding.items()}
-        return self._holding.get(event_type, frozenset())
+            self._holding = _holding(self.scan, self._partial)
+        return self._holding
 
     def holds(self, event_type: str) -> bool:
         """Whether any loaded row is an ``event_type`` event (from the footers: a scan of
@@ -457,6 +432,20 @@ def _partial(
     kept = dict.fromkeys(witness_only, WITNESS_WINDOW)
     kept.update(dict.fromkeys(head_only, HEAD))
     return kept
+
+
+def _holding(scan: RunScan, partial: dict[str, tuple[str, ...]]) -> dict[str, frozenset[str]]:
+    """Per event type, the segments of ``scan`` whose rows of it are loaded (``partial``:
+    those loaded in part, with the types kept), by their footers, in one pass for every
+    type: a follower's window holds about a thousand segments."""
+    holding: dict[str, set[str]] = {}
+    for info in scan.segments:
+        path = str(info.path)
+        kept = partial.get(path)
+        for name in info.meta.types:
+            if kept is None or name in kept:
+                holding.setdefault(name, set()).add(path)
+    return {name: frozenset(paths) for name, paths in holding.items()}
 
 
 def _keep(con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]]) -> None:
