@@ -21,9 +21,9 @@ from typing import Literal
 import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor
 
 from ftaudit.errors import UsageError
+from ftaudit.trainer_hooks.torch.dtensor import is_dtensor
 
 Strategy = Literal["ddp", "fsdp", "hsdp"]
 
@@ -70,7 +70,7 @@ class CellMap:
     def of(cls, model: nn.Module, strategy: Strategy | None = None) -> CellMap:
         """The mapping for ``model`` as it is wrapped: DDP (or a plain replicated model),
         or ``fully_shard`` on a 1-D (FSDP) or 2-D (HSDP) mesh, read from its DTensors."""
-        mesh = next((p.device_mesh for p in model.parameters() if isinstance(p, DTensor)), None)
+        mesh = next((p.device_mesh for p in model.parameters() if is_dtensor(p)), None)
         found: Strategy = "ddp" if mesh is None else ("hsdp" if mesh.ndim == 2 else "fsdp")
         if strategy is not None and strategy != found:
             raise UsageError(

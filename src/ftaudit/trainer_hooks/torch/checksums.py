@@ -15,10 +15,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 from ftaudit.eventlog.events import WHOLE_TAG
-from ftaudit.trainer_hooks.torch.dtensor import digestible, global_sums, row_shard, shard_name
+from ftaudit.trainer_hooks.torch.dtensor import (
+    digestible,
+    global_sums,
+    is_dtensor,
+    row_shard,
+    shard_name,
+)
 
 HASH_BYTES = 16
 """blake2b digest size: 128 bits, printed as 32 hex characters."""
@@ -111,7 +116,7 @@ def state_hashes(
     tensors: dict[str, torch.Tensor] = {}
 
     def put(key: str, value: object) -> None:
-        if isinstance(value, DTensor):
+        if is_dtensor(value):
             shard = row_shard(value)
             hashes[shard_name(key, shard)] = tensor_hash(shard.local)
         else:

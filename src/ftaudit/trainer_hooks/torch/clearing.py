@@ -14,14 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor
 
 from ftaudit.errors import (
     UnsupportedOptimizerError,
     UsageError,
 )
 from ftaudit.eventlog.intruns import IntRuns
-from ftaudit.trainer_hooks.torch.dtensor import check_row_sharded, row_shard
+from ftaudit.trainer_hooks.torch.dtensor import check_row_sharded, is_dtensor, row_shard
 from ftaudit.trainer_hooks.torch.witness import WitnessSet
 
 ROW_STATE_KEYS: dict[type[torch.optim.Optimizer], tuple[str, ...]] = {
@@ -146,7 +145,7 @@ class WitnessClearer:
         with torch.no_grad():
             for witness in self.witnesses.instances().values():
                 for tensor in self._row_tensors(witness.weight):
-                    if isinstance(tensor, DTensor):  # this rank's rows of it, in place
+                    if is_dtensor(tensor):  # this rank's rows of it, in place
                         shard = row_shard(tensor)
                         zero_rows(shard.local, runs, shard.offset)
                     else:

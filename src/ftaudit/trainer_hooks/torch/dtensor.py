@@ -19,12 +19,12 @@ split.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor, Replicate, Shard
 
 from ftaudit.errors import UnsupportedShardingError
 from ftaudit.eventlog.events import SHARD_TAG
@@ -33,6 +33,16 @@ _CHUNK = 1 << 16  # elements mixed at a time: int64 temporaries that stay in cac
 _SEEDS = (0x5851F42D4C957F2D, 0x14057B7EF767814F)
 _M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finaliser
 _K_POS = 0x9E3779B97F4A7C15
+
+
+def is_dtensor(tensor: object) -> bool:
+    """Whether ``tensor`` is a DTensor, without importing ``torch.distributed.tensor``.
+
+    That import costs over a second of CPU in every process that loads the hooks (each
+    Ray worker of a job); a program that never imported it holds no DTensor.
+    """
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
 
 
 @dataclass(frozen=True)
@@ -47,7 +57,7 @@ class RowShard:
 
 def check_row_sharded(name: str, tensor: torch.Tensor) -> None:
     """Refuse a DTensor whose local shard is not whole rows (raised at attach time)."""
-    if not isinstance(tensor, DTensor):
+    if not is_dtensor(tensor):
         return
     bad = [p for p in tensor.placements if not _whole_rows(p)]
     if bad:
@@ -59,13 +69,17 @@ def check_row_sharded(name: str, tensor: torch.Tensor) -> None:
 
 
 def _whole_rows(placement: object) -> bool:
+    from torch.distributed.tensor import Replicate, Shard  # loaded: a DTensor exists
+
     return isinstance(placement, Replicate) or (type(placement) is Shard and placement.dim == 0)
 
 
 def row_shard(tensor: torch.Tensor) -> RowShard:
     """This rank's rows of ``tensor`` (a plain tensor: all of them, offset 0)."""
-    if not isinstance(tensor, DTensor):
+    if not is_dtensor(tensor):
         return RowShard(tensor, 0, None)
+    from torch.distributed.tensor import Shard  # loaded: a DTensor exists
+
     check_row_sharded("tensor", tensor)
     (chunk,) = tensor.__create_chunk_list__()  # the local block's offsets, as DCP reads them
     sharded = [i for i, p in enumerate(tensor.placements) if isinstance(p, Shard)]

@@ -28,13 +28,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_state_dict,
-    set_state_dict,
-)
 
 from ftaudit.errors import UsageError
 from ftaudit.eventlog.atomic import atomic_path, write_bytes_atomically
@@ -71,6 +65,10 @@ def write_state(
         }
         _atomic_save(state, path)
         return True
+    # DCP loads torch.distributed.tensor (over a second of CPU): only these layouts need it
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
     if stateful:
         write_stateful(how, path, _global_rank(), stateful)
     if how == "full":
@@ -116,6 +114,13 @@ def read_state(
                 copy.copy_(saved)
         _restore(stateful, state.get("stateful", {}))
         return {"iteration": state["iteration"], "extra": state["extra"]}
+    import torch.distributed.checkpoint as dcp  # only here: see write_state
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_state_dict,
+        set_state_dict,
+    )
+
     if how == "full":
         state = torch.load(path, map_location="cpu", weights_only=True)
         set_state_dict(
