@@ -26,11 +26,15 @@ lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
+# pytest-xdist workers: a module's tests stay on one worker (tests/conftest.py)
+JOBS ?= 2
+XDIST := -n $(JOBS) --dist loadgroup
+
 test-fast: setup browser
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(XDIST)
 
 test-slow: setup browser
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow $(XDIST)
 
 test: lint test-fast test-slow
 

@@ -21,6 +21,19 @@ settings.register_profile(
 settings.load_profile("ftaudit")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep each module's tests on one pytest-xdist worker (``make test`` runs two, with
+    ``--dist loadgroup``), so a module's shared fixtures are built once, as in a serial run.
+
+    A module whose tests share nothing and mostly wait (real Ray runs waiting out torchft's
+    heartbeat timeouts) sets ``SPREAD_OVER_WORKERS = True``: its tests run side by side.
+    """
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and not getattr(module, "SPREAD_OVER_WORKERS", False):
+            item.add_marker(pytest.mark.xdist_group(module.__name__))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory

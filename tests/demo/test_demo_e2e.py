@@ -25,6 +25,10 @@ BIN = Path(sys.executable).parent
 DEMO_TIMEOUT_S = 900
 # the demo's subprocess and ft-verify's, under their own timeouts (pytest's default is 600 s)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(DEMO_TIMEOUT_S + 300)]
+# each test is a run of its own that spends most of its minute waiting out torchft's
+# timeouts: two at a time (one per xdist worker) take about 0.7x the time of one after
+# the other on 2 cores (tests/conftest.py)
+SPREAD_OVER_WORKERS = True
 
 
 def _run(args: list[str], timeout: float = DEMO_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
