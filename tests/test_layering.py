@@ -16,6 +16,7 @@ import pytest
 
 FRAMEWORKS = ("torch", "ray", "megatron", "ftaudit.trainer_hooks.torch")
 CORE = (*FRAMEWORKS, "ftaudit.trainer_hooks")
+DTENSOR = ("torch.distributed.tensor", "torch.distributed.checkpoint")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ftaudit": (*CORE, "duckdb", "ftaudit.verifier"),
@@ -30,6 +31,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "ftaudit.cli.app": (*CORE, "ftaudit.verifier", "rich"),
     "ftaudit.cli.verify_cmd": (*CORE, "ftaudit.verifier", "rich", "typer"),
     "ftaudit.trainer_hooks": (*FRAMEWORKS, "ftaudit.verifier", "duckdb"),
+    # every process of a job loads the torch hooks (each Ray worker of the demo): DTensor
+    # and DCP cost over a second of CPU there, and only FSDP and the full/dcp layouts use them
+    "ftaudit.trainer_hooks.torch": (*DTENSOR, "ftaudit.verifier", "duckdb"),
+    "ftaudit.demo.cell": DTENSOR,
 }
 """Entry point -> packages (and their submodules) importing it must not load."""
 
