@@ -241,11 +241,11 @@ class Session:
         inside = pc.is_in(added[FILENAME], value_set=string_array(sorted(segments)))
         rows = added.filter(pc.and_(of_type, inside))
         names = [*columns, "segment"]
+        present = set(rows.column_names)  # a list built at each access: read it once
         arrays = []
         for name in columns:
             column = name if name in ENVELOPE_COLUMNS else f"{event_type}.{name}"
-            found = column in rows.column_names
-            arrays.append(rows[column] if found else pa.nulls(rows.num_rows))
+            arrays.append(rows[column] if column in present else pa.nulls(rows.num_rows))
         arrays.append(rows[FILENAME])
         return pa.Table.from_arrays(arrays, names=names).to_pylist()
 
