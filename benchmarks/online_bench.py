@@ -14,8 +14,9 @@ duration a job would have (``--step-s``, 1 s by default). Sampling, not judging 
 step, keeps a 100,000-step shape to the cost of writing the run.
 
 Run: ``.venv/bin/python benchmarks/online_bench.py [--steps 10000 --at 100,1000,10000]
-[--out benchmarks/results] [--work DIR]``; ``--plot-only`` redraws the PNG from the JSON (needs
-matplotlib: the ``bench`` extra).
+[--out benchmarks/results] [--work DIR | --keep DIR]``; ``--plot-only`` redraws the PNG
+from the JSON (needs matplotlib: the ``bench`` extra). ``--keep`` leaves the run on disk,
+to profile a poll early and late on the same files.
 """
 
 from __future__ import annotations
@@ -159,6 +160,12 @@ def main() -> None:
     parser.add_argument(
         "--work", type=Path, default=None, help="where the run is written (a temporary folder)"
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="write the run into KEEP/run and keep it (to profile polls on the same files)",
+    )
     parser.add_argument("--plot-only", action="store_true")
     args = parser.parse_args()
     if args.plot_only:
@@ -175,8 +182,12 @@ def main() -> None:
     wall = time.perf_counter()
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-        polls, writer_cpu = run(config, at, args.every, args.polls, Path(tmp))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=False)  # never into another run
+        polls, writer_cpu = run(config, at, args.every, args.polls, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+            polls, writer_cpu = run(config, at, args.every, args.polls, Path(tmp))
     wall = time.perf_counter() - wall
     points = summarize(polls, args.step_s)
     first, last = points[0], points[-1]
