@@ -53,10 +53,10 @@ def test_a_window_that_outgrew_one_thread_is_opened_on_all_threads(
     small = sum(i.num_rows for i in late.segments)
     assert small < sum(i.num_rows for i in early.segments)
     monkeypatch.setattr(session_module, "ONE_THREAD_ROWS", small + 1)
-    parts = {"head_only": late_window.head_only, "witness_only": late_window.witness_only}
+    parts = {"kept": late_window.kept}
     with Session.open(run_dir, scan=late, **parts) as session:
         assert session.one_thread and _threads(session) == 1
-        grown = {"head_only": early_window.head_only, "witness_only": early_window.witness_only}
+        grown = {"kept": early_window.kept}
         # the session's configuration is locked: the grown window needs a new session
         assert not session.move(early, **grown)
         assert session.move(late, **parts)  # unchanged, it still moves along
@@ -154,15 +154,13 @@ def _refused_on_move(
         listing.run_dir, {**listing.writers, driver: tuple(f for f in files if f.path != bad)}, ()
     )
     scan, window = select(run, 20, listing=before)
-    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+    parts = {"kept": window.kept}
     forge(bad)
     grown, grown_window = select(run, 20, listing=listing)
     with Session.open(run, scan=scan, **parts) as session:
         rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
         with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*{why}"):
-            session.move(
-                grown, head_only=grown_window.head_only, witness_only=grown_window.witness_only
-            )
+            session.move(grown, kept=grown_window.kept)
         assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
         assert session.move(scan, **parts)  # the staged rows are gone: it moves on
 
@@ -406,7 +404,7 @@ def _data_identity(run_dir: Path, cache: FooterCache, since: int) -> list[str]:
     from ftaudit.verifier.engine import check_session, select_rules
 
     scan, window = select(run_dir, since, cache=cache)
-    parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+    parts = {"kept": window.kept}
     with Session.open(run_dir, scan=scan, **parts) as session:
         report = check_session(
             session, select_rules(["FT008"]), window, None, (), NO_ANCHORS, cache

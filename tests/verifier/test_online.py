@@ -16,7 +16,7 @@ from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
 from ftaudit.verifier import Report, Violation, verify
 from ftaudit.verifier.anchors import NO_ANCHORS
 from ftaudit.verifier.engine import check_session, select_rules
-from ftaudit.verifier.incremental import FooterCache, select
+from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.session import Session
 from tests.support.synth_runs import LOOKBACK
@@ -144,31 +144,38 @@ def _loaded(session: Session) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    ("bug", "bug_step"),
+    ("bug", "bug_step", "roll"),
     [
-        ("missing_sample", 14),
-        ("stepped_twice", 14),
-        ("scheduler_not_restored", 0),
-        ("checksum_mismatch", 14),
+        ("missing_sample", 14, 0),
+        ("stepped_twice", 14, 0),
+        ("scheduler_not_restored", 0, 0),
+        ("checksum_mismatch", 14, 0),
+        # every writer rolls 3 flushes into one: most windows begin inside a merged
+        # segment, which is loaded from there on, and cut again as the window moves
+        ("missing_sample", 14, 3),
+        ("reissued_ids", None, 3),
+        ("checksum_mismatch", 14, 3),
     ],
 )
 def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
-    tmp_path: Path, bug: str, bug_step: int
+    tmp_path: Path, bug: str, bug_step: int | None, roll: int
 ) -> None:
     """One session moved along the run (segments that left the window dropped, only the
     new ones read) holds the rows of a fresh load of the same window and gets the same
     report, forwards and back (a resume moves the first step to judge back); with the
     rules' states kept between the moves and fed only the new segments, as a follower's."""
-    config = dataclasses.replace(SMALL, bug=bug, bug_step=bug_step)
+    config = dataclasses.replace(SMALL, bug=bug, bug_step=bug_step, roll_segments=roll)
     run_dir = synthesize(tmp_path / "run", config).run_dir
     rules = select_rules()
     cache = FooterCache()
     moved: Session | None = None
     opened = 0
     found: set[str] = set()
-    for since in [4, 10, 16, 9, 21]:
+    cut = 0
+    for since in [4, 10, 12, 14, 16, 9, 21]:
         scan, window = select(run_dir, since, cache=cache)
-        parts = {"head_only": window.head_only, "witness_only": window.witness_only}
+        cut += any(k not in (HEAD_ONLY, WINDOW_ONLY) for k in window.kept.values())
+        parts = {"kept": window.kept}
         if moved is None or not moved.move(scan, **parts):
             moved = Session.open(run_dir, scan=scan, **parts)
             opened += 1
@@ -182,6 +189,7 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
     moved.close()
     assert opened <= 4  # moved, not reloaded: new columns (a checkpoint's) or a head re-read
     assert BUGS_BY_NAME[bug].rule in found
+    assert (cut >= 3) if roll else not cut
 
 
 @pytest.mark.slow
@@ -190,3 +198,13 @@ def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str) ->
     followed = _follow(tmp_path / "run", dataclasses.replace(SHAPE, bug=bug), every=4)
     _check_agreement(followed)
     assert not followed.online.passed()
+
+
+@pytest.mark.parametrize("bug", [None, "missing_sample", "allocation_lost", "head_frozen"])
+def test_a_follower_of_rolling_writers_agrees_with_offline(tmp_path: Path, bug: str | None) -> None:
+    """Writers that roll every 3 flushes: a poll's window mostly begins inside a merged
+    segment (read from there on) and is cut again as it moves."""
+    config = dataclasses.replace(SHAPE, bug=bug, roll_segments=3)
+    followed = _follow(tmp_path / "run", config, every=4)
+    _check_agreement(followed)
+    assert followed.online.passed() == (bug is None)

@@ -84,9 +84,7 @@ def verify(
 
         def select_and_load() -> tuple[RunScan, IncrementalScope, Session]:
             scan, scope = select_scope(run_dir, since_step)
-            opened = Session.open(
-                run_dir, scan=scan, head_only=scope.head_only, witness_only=scope.witness_only
-            )
+            opened = Session.open(run_dir, scan=scan, kept=scope.kept)
             return scan, scope, opened
 
         scan, scope, opened = relisting(select_and_load)  # a roll removed a selected one

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,48 @@ starts from zero rows); and the :data:`DECLARATIONS`. The drivers' allocations a
 whole; every other row of a trainer matters from the step before ``since`` on (the
 checkpoint a resumed incarnation loaded, the counters a step grew from)."""
 
+
+@dataclass(frozen=True)
+class Kept:
+    """Which rows of one segment a window loads, by sequence number: every row from
+    ``whole_from`` on, the :data:`WITNESS_WINDOW` rows from ``window_from`` on and the
+    :data:`HEAD` rows from ``head_from`` on (None: none of them). A segment loaded whole
+    has no ``Kept``.
+
+    A merged segment (a writer's roll, ``ftaudit compact``) holds hundreds of flushes,
+    often more steps than the window itself: it is loaded from the row the window needs
+    on, as the flushes it merged would be (:func:`select`), not whole.
+    """
+
+    head_from: int | None = None
+    window_from: int | None = None
+    whole_from: int | None = None
+
+    def start(self, event_type: str) -> int | None:
+        """The sequence number the loaded rows of ``event_type`` start at (None: none)."""
+        froms = [self.whole_from]
+        if event_type in WITNESS_WINDOW:
+            froms.append(self.window_from)
+        if event_type in HEAD:
+            froms.append(self.head_from)
+        found = [f for f in froms if f is not None]
+        return min(found) if found else None
+
+    def covers(self, other: Kept) -> bool:
+        """Whether every row ``other`` loads, this loads too (whatever the types)."""
+        # one type of each kind: in both lists, in one of them, in neither
+        for kind in (DECLARATIONS[0], WITNESS_WINDOW[0], HEAD[0], ""):
+            mine, theirs = self.start(kind), other.start(kind)
+            if theirs is not None and (mine is None or mine > theirs):
+                return False
+        return True
+
+
+WHOLE = Kept(whole_from=0)
+HEAD_ONLY = Kept(head_from=0)
+WINDOW_ONLY = Kept(window_from=0)
+
+
 _ALLOC = default_registry["witness_allocated"]
 _START = default_registry["run_started"]
 _COUNTER = _ALLOC.column("counter_after")
@@ -78,17 +120,25 @@ class IncrementalScope:
     """Per writer, the sequence number of its first loaded segment (0: loaded whole)."""
     last_seq: dict[str, int]
     """Per writer, its last sequence number on disk (from its last footer)."""
-    head_only: frozenset[str]
-    """Segments read only for their :data:`HEAD` rows (paths)."""
+    kept: Mapping[str, Kept]
+    """The segments read in part, by path: head segments (before the window) for their
+    :data:`HEAD` rows; other writers' than the drivers' from before ``since - 1`` for
+    what the witness window needs (:data:`WITNESS_WINDOW`); a merged segment from the
+    row the window needs on. The other segments are read whole."""
     total_segments: int
     """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
-    witness_only: frozenset[str] = frozenset()
-    """Segments of writers other than the drivers, from before ``since - 1``, read only for
-    what the witness window needs of them (:data:`WITNESS_WINDOW`; paths)."""
+    first_row: Mapping[str, int] = field(default_factory=dict)
+    """Per writer whose first segment in the window is a merged one loaded from a later
+    row: that row's sequence number (its earlier rows: only :data:`HEAD` ones)."""
+
+    @property
+    def head_only(self) -> frozenset[str]:
+        """The segments read only for their :data:`HEAD` rows (paths)."""
+        return frozenset(p for p, k in self.kept.items() if k == HEAD_ONLY)
 
     def complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded."""
-        return self.first_seq.get(writer, 1) == 0
+        return self.first_row.get(writer, self.first_seq.get(writer, 1)) == 0
 
 
 @dataclass(frozen=True)
@@ -125,6 +175,9 @@ class FooterCache:
     """The buffer sizes a driver segment's ``run_started`` rows declare, by path."""
     digests: dict[Path, str | None] = field(default_factory=dict)
     """Whether a segment's bytes match its digest (:func:`digest_problem`), by path."""
+    steps: dict[Path, tuple[Any, Any]] = field(default_factory=dict)
+    """A merged segment's ``(seq, step)`` columns (numpy; no step: -1), by path: where
+    a window starts in it (:meth:`_File.cut`)."""
     checks: FooterChecks = field(default_factory=FooterChecks)
     """Schemas shared by the cached footers, and the column checks already done."""
     declared: dict[str, _Declaring] = field(default_factory=dict)
@@ -190,6 +243,7 @@ class FooterCache:
             self.allocations,
             self.buffer_sizes,
             self.digests,
+            self.steps,
             self.parsed,
         )
 
@@ -295,6 +349,20 @@ class _File:
             found = self.cache.buffer_sizes[self.path] = _buffer_sizes(self.path, self.names)
         return found
 
+    def cut(self, step: int) -> int | None:
+        """Where a merged segment is read from for steps ``>= step``: the row after its
+        last one at an earlier step, as :func:`_suffix` walks files (a writer's steps
+        only grow; rows with no step after it are kept); None when no row is at an
+        earlier step, or the segment is one flush (loaded whole)."""
+        if self.listed.last_seq is None:
+            return None
+        found = self.cache.steps.get(self.path)
+        if found is None:
+            found = self.cache.steps[self.path] = _seq_steps(self.path)
+        seqs, steps = found
+        before = seqs[(steps >= 0) & (steps < step)]
+        return int(before.max()) + 1 if before.size else None
+
 
 def _suffix(files: list[_File], lookback: int) -> int:
     """Index of the first file of the suffix holding every step ``>= lookback``."""
@@ -333,6 +401,15 @@ def _allocations(path: Path, names: list[str]) -> pa.Table:
     return pa.table(
         {"step": table["step"], "start": pc.subtract(after, table[_NUM_IDS]), "after": after}
     )
+
+
+def _seq_steps(path: Path) -> tuple[Any, Any]:
+    """The ``seq`` and ``step`` columns of one segment, as numpy arrays (no step: -1)."""
+    import pyarrow.compute as pc  # --since-step only: ft-verify's plain path never loads it
+
+    table = _read(path, ["seq", "step"])
+    steps = pc.fill_null(table["step"], int64_scalar(-1))
+    return table["seq"].to_numpy(), steps.to_numpy()
 
 
 def _buffer_sizes(path: Path, names: list[str]) -> list[int]:
@@ -413,9 +490,9 @@ def select(
     lookback = _lookback(drivers, since)
     recent = max(since - 1, lookback)
     chosen: list[SegmentInfo] = []
-    heads: set[str] = set()
-    witness: set[str] = set()
+    kept: dict[str, Kept] = {}
     first_seq: dict[str, int] = {}
+    first_row: dict[str, int] = {}
     last_seq: dict[str, int] = {}
     for writer, files in writers.items():
         last = files[-1]
@@ -426,17 +503,47 @@ def select(
         if i and writer in drivers and (not before or before[0] is not listed[0]):
             before.insert(0, listed[0])  # for its run_started
         chosen += [cache.info(f) for f in before]
-        heads.update(str(f.path) for f in before)
-        if i < len(files):
-            first_seq[writer] = files[i].first_seq
-        if writer not in drivers:
-            witness.update(str(f.path) for f in files[i : _suffix(files, recent)])
+        kept.update((str(f.path), HEAD_ONLY) for f in before)
+        if i == len(files):
+            continue
+        first_seq[writer] = files[i].first_seq
         chosen += [cache.info(f.listed) for f in files[i:]]
+        cuts = _cuts(files, i, lookback, None if writer in drivers else recent)
+        kept.update(cuts)
+        start = cuts.get(str(files[i].path))
+        if start is not None and start.head_from is not None:
+            froms = (start.window_from, start.whole_from)
+            first_row[writer] = min(f for f in froms if f is not None)
     skip = superseded(tuple(chosen))  # a compaction cut short: read its events once
     chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
-    window = IncrementalScope(
-        since, lookback, first_seq, last_seq, frozenset(heads), total, frozenset(witness)
-    )
+    window = IncrementalScope(since, lookback, first_seq, last_seq, kept, total, first_row)
     return RunScan(listing.run_dir, tuple(chosen), listing.torn), window
+
+
+def _cuts(files: list[_File], i: int, lookback: int, recent: int | None) -> dict[str, Kept]:
+    """What is kept of one writer's segments ``files[i:]`` (those holding steps
+    ``>= lookback``), by path; the others are read whole.
+
+    A driver's (``recent`` None) are read whole from ``lookback`` on. Another writer's
+    are read whole from ``recent`` (``since - 1``) on, and before it only for the witness
+    window (:data:`WITNESS_WINDOW`). A merged segment is cut where those steps begin, its
+    earlier rows kept only for their :data:`HEAD` rows, as its flushes would be read.
+    """
+    out: dict[str, Kept] = {}
+    j = i if recent is None else _suffix(files, recent)
+    for f in files[i:j]:
+        out[str(f.path)] = WINDOW_ONLY
+    if i < len(files):
+        lead = files[i].cut(lookback)
+        if lead is not None:  # the window begins inside it
+            rows = Kept(head_from=0, window_from=lead) if i < j else Kept(0, None, lead)
+            out[str(files[i].path)] = rows
+    if recent is not None and j < len(files):
+        tail = files[j].cut(recent)
+        if tail is not None:  # the whole rows begin inside it
+            lead_kept = out.get(str(files[j].path))  # its lead cut when it is files[i]
+            head, window = (0, lead_kept.whole_from) if lead_kept else (None, 0)
+            out[str(files[j].path)] = Kept(head, window, tail)
+    return out

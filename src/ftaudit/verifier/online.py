@@ -25,7 +25,7 @@ run, uncached: that report is the final verdict, identical to ``ft-verify RUN_DI
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from ftaudit.eventlog.rundir import ListedBefore, SegmentListing, list_segments,
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.engine import check_session, select_rules, verify
 from ftaudit.verifier.findings import Report, Violation
-from ftaudit.verifier.incremental import FooterCache, IncrementalScope, select
+from ftaudit.verifier.incremental import FooterCache, IncrementalScope, Kept, select
 from ftaudit.verifier.session import Session
 
 _RESUMED_FROM = default_registry["run_started"].column("resumed_from")
@@ -223,25 +223,22 @@ class OnlineVerifier:
         rules = select_rules(self.select, self.skip)
         live = SegmentListing(listing.run_dir, listing.writers, ())
         window: IncrementalScope | None = None
-        heads: frozenset[str] = frozenset()
-        witness: frozenset[str] = frozenset()
+        kept: Mapping[str, Kept] = {}
         if start <= 0:  # nothing judged yet: every segment is needed
             infos = tuple(self._cache.info(f) for f in live.files)
             skip = superseded(infos)  # a compaction cut short: read its events once
             scan = RunScan(live.run_dir, tuple(i for i in infos if i.path not in skip), ())
         else:
             scan, window = select(self.run_dir, start, listing=live, cache=self._cache)
-            heads, witness = window.head_only, window.witness_only
-        session, read = self._window(scan, heads, witness)
+            kept = window.kept
+        session, read = self._window(scan, kept)
         self._cache.drop_footers()  # the new segments are decoded: a footer is 100 KB
         report = check_session(
             session, rules, window, None, self.data_manifests, NO_ANCHORS, self._cache
         )
         return report, read
 
-    def _window(
-        self, scan: RunScan, heads: frozenset[str], witness: frozenset[str]
-    ) -> tuple[Session, int]:
+    def _window(self, scan: RunScan, kept: Mapping[str, Kept]) -> tuple[Session, int]:
         """The session holding ``scan``'s rows, and how many segments this poll read.
 
         The session of the previous poll is moved along (the segments that left the
@@ -254,13 +251,13 @@ class OnlineVerifier:
             read = sum(1 for i in scan.segments if i.path not in loaded)
             try:
                 footers = self._cache.metadata  # parsed when the segments were listed
-                if old.move(scan, head_only=heads, witness_only=witness, footers=footers):
+                if old.move(scan, kept=kept, footers=footers):
                     return old, read
             except BaseException:
                 self.close()  # half moved: the next poll opens a new session
                 raise
             self.close()
-        self._session = Session.open(self.run_dir, scan=scan, head_only=heads, witness_only=witness)
+        self._session = Session.open(self.run_dir, scan=scan, kept=kept)
         return self._session, len(scan.segments)
 
     def close(self) -> None:

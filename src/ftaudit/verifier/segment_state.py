@@ -29,6 +29,9 @@ class SegmentFed(ABC):
     def __init__(self) -> None:
         self.segments: frozenset[str] = frozenset()
         """The segments (paths) whose rows the state holds."""
+        self.cut: dict[str, int | None] = {}
+        """Of those loaded from a later row than their first, where their rows ran from
+        (:meth:`~ftaudit.verifier.session.Session.rows_from`)."""
 
     @abstractmethod
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
@@ -61,12 +64,20 @@ class SegmentFed(ABC):
         return ctx.session.added_rows(self.event_type, columns, segments)
 
     def sync(self, ctx: RunContext) -> None:
-        """Make the state that of the rows ``ctx``'s session holds now."""
-        held = ctx.session.segments_holding(self.event_type)
-        for gone in self.segments - held:
+        """Make the state that of the rows ``ctx``'s session holds now.
+
+        A segment the window begins inside (a merged one) may hold its rows from another
+        row than when the state took them in: it is taken in again."""
+        session = ctx.session
+        held = session.segments_holding(self.event_type)
+        cut = {p: session.rows_from(p, self.event_type) for p in session.cut & held}
+        either = (cut.keys() | self.cut.keys()) & self.segments
+        moved = {p for p in either if self.cut.get(p, 0) != cut.get(p, 0)}
+        for gone in (self.segments - held) | moved:
             self.drop(gone)
-        kept = self.segments & held
+        kept = (self.segments & held) - moved
         new = held - kept
         if new:
             self.add(ctx, sorted(new) if kept else None)
         self.segments = held
+        self.cut = cut

@@ -34,7 +34,7 @@ from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
 from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
-from ftaudit.verifier.incremental import HEAD, WITNESS_WINDOW
+from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WITNESS_WINDOW, Kept
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views, keep_history
@@ -88,8 +88,8 @@ class Session:
     """The loaded table's columns: what segments added later (:meth:`move`) may hold."""
     registry: EventRegistry = default_registry
     timings: list[QueryTiming] = field(default_factory=list)
-    _partial: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Segments of which only some event types are loaded: path -> those types."""
+    _partial: dict[str, Kept] = field(default_factory=dict)
+    """Segments of which only some rows are loaded: path -> which (the others: whole)."""
     _holding: dict[str, frozenset[str]] | None = None
     """:meth:`segments_holding` by event type, for the loaded segments (made on first use,
     again after a move)."""
@@ -109,20 +109,19 @@ class Session:
         registry: EventRegistry = default_registry,
         scan: RunScan | None = None,
         listing: SegmentListing | None = None,
-        head_only: Collection[str] = (),
-        witness_only: Collection[str] = (),
+        kept: Mapping[str, Kept] | None = None,
     ) -> Session:
         """Scan and check the run, then load its segments; raises ``UnusableInputError``.
 
-        An incremental verification passes the ``scan`` of the segments it needs, the
-        ``head_only`` segments of which only the :data:`HEAD` rows are kept, and the
-        ``witness_only`` ones of which only the :data:`WITNESS_WINDOW` rows are; a segment
-        of a given ``scan`` that is gone raises :class:`SegmentVanishedError` (the caller
-        selects again). Without one, the session lists the run itself (first from
-        ``listing`` when given) and lists it again when a writer's roll or a compaction
-        removed a listed segment before it was loaded (see :func:`scan_run`).
+        An incremental verification passes the ``scan`` of the segments it needs and
+        which rows of some of them are ``kept`` (path -> :class:`Kept`; the others are
+        loaded whole); a segment of a given ``scan`` that is gone raises
+        :class:`SegmentVanishedError` (the caller selects again). Without one, the session
+        lists the run itself (first from ``listing`` when given) and lists it again when a
+        writer's roll or a compaction removed a listed segment before it was loaded (see
+        :func:`scan_run`).
         """
-        partial = _partial(head_only, witness_only)
+        partial = dict(kept or {})
         if scan is not None:
             return cls._load(scan, registry, partial)
         given = [listing] if listing is not None else []
@@ -134,9 +133,7 @@ class Session:
         return relisting(read)
 
     @classmethod
-    def _load(
-        cls, scan: RunScan, registry: EventRegistry, partial: dict[str, tuple[str, ...]]
-    ) -> Session:
+    def _load(cls, scan: RunScan, registry: EventRegistry, partial: dict[str, Kept]) -> Session:
         check_types(scan, registry)
         con = open_memory()
         one = _one_thread(scan)
@@ -163,16 +160,15 @@ class Session:
         self,
         scan: RunScan,
         *,
-        head_only: Collection[str] = (),
-        witness_only: Collection[str] = (),
+        kept: Mapping[str, Kept] | None = None,
         footers: Mapping[Path, pq.FileMetaData] | None = None,
     ) -> bool:
-        """Make the loaded rows those of ``scan`` (``head_only`` and ``witness_only``
-        segments: some of their rows, as in :meth:`open`), reading only the segments not
-        loaded yet (``footers``: those parsed before, by path); an online verifier's window
-        moving along a live run. Returns False,
-        changing nothing, when the new segments hold a column the table lacks or a
-        segment loaded in part is now needed whole or in another part: the caller opens
+        """Make the loaded rows those of ``scan`` (of the ``kept`` segments, only those
+        rows, as in :meth:`open`), reading only the segments not loaded yet (``footers``:
+        those parsed before, by path); an online verifier's window moving along a live
+        run. A loaded segment of which fewer rows are kept now loses the others. Returns
+        False, changing nothing, when the new segments hold a column the table lacks or
+        a loaded segment is now needed with rows it was loaded without: the caller opens
         a new session. Raises ``UnusableInputError`` as :meth:`open` does.
         """
         self.added, self._added_from = None, frozenset()
@@ -180,17 +176,21 @@ class Session:
         wanted = {str(i.path) for i in scan.segments}
         fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
         new = RunScan(scan.run_dir, fresh, ())
-        partial = _partial(head_only, witness_only)
-        regrown = any(
-            path in wanted and partial.get(path) != kept for path, kept in self._partial.items()
-        )
+        partial = dict(kept or {})
+        shrunk: dict[str, Kept] = {}  # loaded segments of which fewer rows are kept now
+        for path in loaded & (self._partial.keys() | partial.keys()):
+            was, now = self._partial.get(path, WHOLE), partial.get(path, WHOLE)
+            if path in wanted and was != now:
+                if not was.covers(now):
+                    return False  # rows it was loaded without
+                shrunk[path] = now
         outgrown = self.one_thread and not _one_thread(scan)  # its threads are locked
-        if not fits(new, self.schema) or regrown or outgrown:
+        if not fits(new, self.schema) or outgrown:
             return False
         check_types(new, self.registry)
-        narrowed = {p: k for p, k in partial.items() if p not in self._partial}
         try:
-            rows = self._stage(new, narrowed, footers) if new.segments else None
+            staged = {p: k for p, k in partial.items() if p not in loaded}
+            rows = self._stage(new, staged, footers) if new.segments else None
             gone = sorted(loaded - wanted)
             if gone:
                 self.con.execute(
@@ -199,11 +199,11 @@ class Session:
             if rows is not None:
                 self.con.register(_NEW_ROWS, rows)
                 self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
-            # segments loaded whole before, now kept in part
-            _keep(self.con, {p: k for p, k in narrowed.items() if p in loaded})
+            _keep(self.con, shrunk)
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
+            changed |= _cut_types(scan, self._partial, shrunk)
             if changed:  # the types whose rows came or went: so may the history made of them
                 keep_history(self.con, changed)
         except duckdb.Error as exc:
@@ -219,6 +219,18 @@ class Session:
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
+
+    def rows_from(self, segment: str, event_type: str) -> int | None:
+        """The sequence number from which ``segment``'s loaded ``event_type`` rows run
+        (0: all of them; None: none); a rule state built from its rows when they ran from
+        elsewhere is stale (:meth:`~ftaudit.verifier.segment_state.SegmentFed.sync`)."""
+        return self._partial.get(segment, WHOLE).start(event_type)
+
+    @property
+    def cut(self) -> frozenset[str]:
+        """The loaded segments whose rows of some type run from a later row than their
+        first (merged segments the window begins inside: :func:`select`)."""
+        return frozenset(p for p, k in self._partial.items() if k not in _PLAIN)
 
     def added_rows(
         self, event_type: str, columns: Sequence[str], segments: Collection[str]
@@ -406,54 +418,85 @@ _NEW_ROWS = "_incoming_rows"
 _BUFFER = "run_started.buffer_size"
 
 
-def _kept_rows(rows: pa.Table, partial: dict[str, tuple[str, ...]]) -> pa.Table:
-    """``rows`` less, of each segment in ``partial`` (path -> event types), the other
-    types' rows (:func:`_keep` on Arrow rows)."""
+_PLAIN = (HEAD_ONLY, WINDOW_ONLY)
+"""What is kept of a segment before the window: some types' rows, from its first."""
+
+
+def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
+    """``rows`` less, of each segment in ``partial``, the rows not kept (:func:`_keep` on
+    Arrow rows)."""
     import pyarrow.compute as pc
 
-    for types, paths in _by_types(partial).items():
+    seq = rows["seq"]
+    for kept, paths in _by_kept(partial).items():
         inside = pc.is_in(rows[FILENAME], value_set=string_array(paths))
-        other = pc.invert(pc.is_in(rows["type"], value_set=string_array(types)))
-        rows = rows.filter(pc.invert(pc.and_(inside, other)))
+        keep = pc.greater_equal(seq, kept.whole_from) if kept.whole_from is not None else None
+        for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
+            if since is not None:
+                mask = pc.is_in(rows["type"], value_set=string_array(types))
+                if since > 0:
+                    mask = pc.and_(mask, pc.greater_equal(seq, since))
+                keep = mask if keep is None else pc.or_(keep, mask)
+        if keep is not None:
+            rows = rows.filter(pc.or_(pc.invert(inside), keep))
+        else:
+            rows = rows.filter(pc.invert(inside))
     return rows
 
 
-def _by_types(partial: dict[str, tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
-    """The segments of ``partial``, by the types kept of them (paths sorted)."""
-    by_types: dict[tuple[str, ...], list[str]] = {}
-    for path, types in partial.items():
-        by_types.setdefault(types, []).append(path)
-    return {types: sorted(paths) for types, paths in by_types.items()}
+def _sql_kept(kept: Kept) -> str:
+    """The SQL condition a row of a segment ``kept`` so meets."""
+    terms = [f"seq >= {int(kept.whole_from)}"] if kept.whole_from is not None else []
+    for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
+        if since is not None:
+            of_types = f"list_contains({string_list(list(types))}, type)"
+            terms.append(f"({of_types} AND seq >= {int(since)})")
+    return " OR ".join(terms) or "false"
 
 
-def _partial(
-    head_only: Collection[str], witness_only: Collection[str]
-) -> dict[str, tuple[str, ...]]:
-    kept = dict.fromkeys(witness_only, WITNESS_WINDOW)
-    kept.update(dict.fromkeys(head_only, HEAD))
-    return kept
+def _by_kept(partial: Mapping[str, Kept]) -> dict[Kept, list[str]]:
+    """The segments of ``partial``, by what is kept of them (paths sorted); whole ones
+    left out."""
+    by_kept: dict[Kept, list[str]] = {}
+    for path, kept in partial.items():
+        if kept != WHOLE:
+            by_kept.setdefault(kept, []).append(path)
+    return {kept: sorted(paths) for kept, paths in by_kept.items()}
 
 
-def _holding(scan: RunScan, partial: dict[str, tuple[str, ...]]) -> dict[str, frozenset[str]]:
+def _holding(scan: RunScan, partial: Mapping[str, Kept]) -> dict[str, frozenset[str]]:
     """Per event type, the segments of ``scan`` whose rows of it are loaded (``partial``:
-    those loaded in part, with the types kept), by their footers, in one pass for every
-    type: a follower's window holds about a thousand segments."""
+    those loaded in part, with what is kept), by their footers, in one pass for every
+    type: a follower's window holds about a thousand segments. A segment cut inside is
+    taken to hold every type its footer lists from there on (a rule asks DuckDB, and
+    finds none)."""
     holding: dict[str, set[str]] = {}
     for info in scan.segments:
         path = str(info.path)
         kept = partial.get(path)
         for name in info.meta.types:
-            if kept is None or name in kept:
+            if kept is None or kept.start(name) is not None:
                 holding.setdefault(name, set()).add(path)
     return {name: frozenset(paths) for name, paths in holding.items()}
 
 
-def _keep(con: duckdb.DuckDBPyConnection, partial: dict[str, tuple[str, ...]]) -> None:
-    """Of each segment in ``partial`` (path -> event types), keep only those types' rows."""
-    for types, paths in _by_types(partial).items():
+def _cut_types(scan: RunScan, was: Mapping[str, Kept], shrunk: Mapping[str, Kept]) -> set[str]:
+    """The event types of which a ``shrunk`` segment holds fewer rows now, and some still."""
+    out: set[str] = set()
+    for info in scan.segments:
+        now = shrunk.get(str(info.path))
+        if now is not None:
+            before = was.get(str(info.path), WHOLE)
+            out.update(t for t in info.meta.types if now.start(t) not in (None, before.start(t)))
+    return out
+
+
+def _keep(con: duckdb.DuckDBPyConnection, partial: Mapping[str, Kept]) -> None:
+    """Of each segment in ``partial``, keep only the rows kept (:class:`Kept`)."""
+    for kept, paths in _by_kept(partial).items():
         con.execute(
-            f"DELETE FROM {SEGMENTS} WHERE NOT list_contains({string_list(list(types))}, type) "
-            f"AND list_contains({string_list(paths)}, filename)"
+            f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(paths)}, filename) "
+            f"AND NOT ({_sql_kept(kept)})"
         )
 
 

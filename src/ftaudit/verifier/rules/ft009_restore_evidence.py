@@ -187,7 +187,7 @@ class RestoreEvidence(Rule):
 
     def _unallocated(self, ctx: RunContext) -> list[Violation]:
         rows = judged_rank_rows(
-            ctx, UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts", loaded="incarnation"
+            ctx, UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts", loaded="step"
         )
         return [
             self.violation(
@@ -207,7 +207,7 @@ class RestoreEvidence(Rule):
             ctx,
             UNALLOCATED_IDS,
             label="FT009 unallocated ids",
-            loaded="incarnation",
+            loaded="step",
             needs=("sample_advantage_summary", "witness_allocated"),
         )
         return [

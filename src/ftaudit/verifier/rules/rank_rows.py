@@ -63,9 +63,11 @@ class RankRow:
         )
 
 
-Loaded = Literal["writer", "incarnation", "run"]
+Loaded = Literal["writer", "step", "incarnation", "run"]
 """What must have been loaded whole for a row to be judged: the row's ``writer``, its
-incarnation's driver, or the whole run (no incremental window at all)."""
+``step``'s events of its incarnation's driver (a window holds every writer's events from
+its lookback step on), its incarnation's driver, or the whole run (no incremental window
+at all)."""
 
 
 def judged_rank_rows(
@@ -92,7 +94,7 @@ def judged_rank_rows(
         step = r[at]
         if in_window and step is not None and step < ctx.since:
             continue
-        if not _loaded(ctx, r, loaded):
+        if not _loaded(ctx, r, loaded, step):
             continue
         out.append(
             RankRow(TrainerRank.of(r), r["incarnation"], step, r.get("attempt"), r["segment"], r)
@@ -100,10 +102,15 @@ def judged_rank_rows(
     return out
 
 
-def _loaded(ctx: RunContext, row: Mapping[str, Any], loaded: Loaded | None) -> bool:
+def _loaded(
+    ctx: RunContext, row: Mapping[str, Any], loaded: Loaded | None, step: int | None
+) -> bool:
     if loaded == "writer":
         return ctx.writer_complete(row["writer"])
-    if loaded == "incarnation":
+    if loaded == "step" and ctx.scope is not None and step is not None:
+        if step >= ctx.scope.lookback:
+            return True
+    if loaded in ("step", "incarnation"):
         return ctx.incarnation_complete(row["incarnation"])
     if loaded == "run":
         return ctx.scope is None
