@@ -23,6 +23,7 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,10 @@ class IncrementalScope:
     """Per writer whose first segment in the window is a merged one loaded from a later
     row: that row's sequence number (its earlier rows: only :data:`HEAD` ones)."""
 
-    @property
+    @cached_property
     def head_only(self) -> frozenset[str]:
         """The segments read only for their :data:`HEAD` rows (paths)."""
-        return frozenset(p for p, k in self.kept.items() if k == HEAD_ONLY)
+        return frozenset(p for p, k in self.kept.items() if k is HEAD_ONLY or k == HEAD_ONLY)
 
     def complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded."""

@@ -18,8 +18,9 @@ def sequence_gaps(
     """Per writer, the segments' sequence numbers run on without a hole or an overlap."""
     window = ctx.scope
     by_writer: dict[str, list[SegmentInfo]] = defaultdict(list)
+    heads = window.head_only if window is not None else frozenset()
     for info in segments:
-        if window is None or str(info.path) not in window.head_only:
+        if str(info.path) not in heads:
             by_writer[info.meta.writer].append(info)
     out = []
     for writer, infos in sorted(by_writer.items()):
