@@ -15,8 +15,13 @@ archive``) each round replays the same copies once with each version, alternatin
 this shared machine only such pairs judge a change. Every version judges the same steps
 (a poll that judged nothing fails the run).
 
+``--attach`` takes several steps (``200,9800``): a follower attaches at each, on copies
+of the same run, and polls ``--polls`` times; the late point's cost per poll over the
+early one's says whether a poll's cost stays flat as the run grows.
+
 Run: ``.venv/bin/python benchmarks/online_replay.py [--steps 330 --cells 16 --buffer-size
-1048576 --samples-per-step 4096] [--rounds 3] [--baseline SRC] [--out DIR]``
+1048576 --samples-per-step 4096] [--attach 200 --polls 12] [--rounds 3] [--baseline SRC]
+[--out DIR]``
 """
 
 from __future__ import annotations
@@ -47,18 +52,19 @@ def snapshot(run: Path, into: Path) -> None:
                 pass
 
 
-def write(args: argparse.Namespace, root: Path) -> list[int]:
-    """Write the run, keeping a copy at each poll step; the steps copied."""
+def write(args: argparse.Namespace, root: Path, points: list[int]) -> dict[int, list[int]]:
+    """Write the run, keeping a copy at each poll step; the steps copied, by attach point."""
     from ftaudit.synth import synthesize
     from online_bench import live_run
 
     config = live_run(args)
-    steps: list[int] = []
+    wanted = {p + i * args.every: p for p in points for i in range(args.polls + 1)}
+    steps: dict[int, list[int]] = {p: [] for p in points}
 
     def after_step(step: int) -> None:
-        if step >= args.attach and (step - args.attach) % args.every == 0:
+        if step in wanted:
             snapshot(root / "run", root / f"at{step:08d}")
-            steps.append(step)
+            steps[wanted[step]].append(step)
 
     synthesize(root / "run", config, after_step=after_step)
     return steps
@@ -130,49 +136,71 @@ def main() -> None:
     parser.add_argument("--buffer-size", type=int, default=1_048_576)
     parser.add_argument("--samples-per-step", type=int, default=4096)
     parser.add_argument("--flush-every", type=int, default=5)
-    parser.add_argument("--attach", type=int, default=200, help="the first copy's step")
+    parser.add_argument(
+        "--attach", default="200", help="the first copy's step; several: comma-separated"
+    )
     parser.add_argument("--every", type=int, default=10, help="a copy (a poll) every N steps")
+    parser.add_argument("--polls", type=int, default=12, help="polls after attaching")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="src folder of an ftaudit to compare")
     parser.add_argument("--out", type=Path, help="write online_replay.json here")
     args = parser.parse_args()
-    if args.attach + 2 * args.every >= args.steps:
-        parser.error("--steps must leave two polls after --attach")
+    points = [int(a) for a in args.attach.split(",")]
+    if max(points) + args.polls * args.every >= args.steps:
+        parser.error("--steps must leave --polls polls after each --attach")
     with tempfile.TemporaryDirectory(prefix="online-replay-") as tmp:
         root = Path(tmp)
-        steps = write(args, root)
-        since = max(0, args.attach - args.every)
+        steps = write(args, root, points)
         versions: dict[str, Path | None] = {"current": None}
         if args.baseline is not None:
             versions = {"baseline": args.baseline, **versions}
-        rounds: list[dict[str, dict[str, object]]] = []
+        # rounds[i][point][version]: each round replays every point with every version
+        rounds: list[dict[int, dict[str, dict[str, object]]]] = []
         for _ in range(args.rounds):
-            rounds.append({name: _child(src, root, steps, since) for name, src in versions.items()})
+            rounds.append(
+                {
+                    p: {
+                        name: _child(src, root, steps[p], max(0, p - args.every))
+                        for name, src in versions.items()
+                    }
+                    for p in points
+                }
+            )
     print(
         f"# online_replay: {args.steps} steps x {args.cells} cells, B={args.buffer_size:,}, "
-        f"{args.samples_per_step:,} samples/step, a poll every {args.every} steps from "
-        f"{args.attach}; python {platform.python_version()}, {os.cpu_count()} cpus"
+        f"{args.samples_per_step:,} samples/step, {args.polls} polls every {args.every} "
+        f"steps from each of steps {args.attach}; python {platform.python_version()}, "
+        f"{os.cpu_count()} cpus"
     )
-    print("| round | " + " | ".join(f"{n}: median CPU per poll" for n in versions) + " |")
-    print("|---|" + "---:|" * len(versions))
+    columns = [(p, n) for p in points for n in versions]
+    print("| round | " + " | ".join(f"step {p:,}, {n}" for p, n in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
     for i, r in enumerate(rounds, 1):
-        cells = [f"{statistics.median(r[n]['cpu_s']) * 1000:.1f} ms" for n in versions]
+        cells = [f"{statistics.median(r[p][n]['cpu_s']) * 1000:.1f} ms" for p, n in columns]
         print(f"| {i} | " + " | ".join(cells) + " |")
     medians = {
-        n: statistics.median(statistics.median(r[n]["cpu_s"]) for r in rounds) for n in versions
+        (p, n): statistics.median(statistics.median(r[p][n]["cpu_s"]) for r in rounds)
+        for p, n in columns
     }
-    per_step = {n: medians[n] / args.every * 1000 for n in versions}
+    per_step = {f"{p}/{n}": m / args.every * 1000 for (p, n), m in medians.items()}
     print(
         "median of rounds, per judged step: "
-        + ", ".join(f"{n} {per_step[n]:.1f} ms" for n in versions)
+        + ", ".join(f"step {k}: {v:.1f} ms" for k, v in per_step.items())
     )
-    if args.baseline is not None:
-        print(f"current / baseline: {medians['current'] / medians['baseline']:.2f}x")
+    for p in points:
+        if args.baseline is not None:
+            ratio = medians[(p, "current")] / medians[(p, "baseline")]
+            print(f"step {p:,}: current / baseline {ratio:.2f}x")
+    if len(points) > 1:
+        for n in versions:
+            late = medians[(points[-1], n)] / medians[(points[0], n)]
+            print(f"{n}: step {points[-1]:,} / step {points[0]:,} {late:.2f}x")
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         about = {k: str(v) for k, v in vars(args).items()}
+        keyed = [{str(p): v for p, v in r.items()} for r in rounds]
         (args.out / "online_replay.json").write_text(
-            json.dumps({"args": about, "rounds": rounds, "per_step_ms": per_step}, indent=1)
+            json.dumps({"args": about, "rounds": keyed, "per_step_ms": per_step}, indent=1)
         )
 
 

@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_online_replay_runs_at_a_tiny_size(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    args = ["--steps", "40", "--cells", "2", "--buffer-size", "4096", "--samples-per-step", "64"]
-    args += ["--attach", "20", "--every", "5", "--rounds", "1", "--out", str(tmp_path)]
-    args += ["--baseline", str(ROOT / "src")]  # the same code as its own baseline
+    args = ["--steps", "60", "--cells", "2", "--buffer-size", "4096", "--samples-per-step", "64"]
+    args += ["--attach", "20,40", "--every", "5", "--polls", "3", "--rounds", "1"]
+    args += ["--out", str(tmp_path), "--baseline", str(ROOT / "src")]  # itself as baseline
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "online_replay.py"), *args],
         capture_output=True,
@@ -25,10 +25,13 @@ def test_online_replay_runs_at_a_tiny_size(tmp_path: Path) -> None:
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "current / baseline:" in done.stdout, done.stdout
+    assert "step 40: current / baseline" in done.stdout, done.stdout
+    assert "current: step 40 / step 20" in done.stdout, done.stdout
     (result,) = json.loads((tmp_path / "online_replay.json").read_text())["rounds"]
-    assert set(result) == {"baseline", "current"}
-    for version in result.values():
-        assert len(version["cpu_s"]) == 3  # polls at steps 25, 30 and 35
-        assert version["judged_steps"] >= 15
-    assert result["baseline"]["judged_steps"] == result["current"]["judged_steps"]
+    assert set(result) == {"20", "40"}
+    for point in result.values():
+        assert set(point) == {"baseline", "current"}
+        for version in point.values():
+            assert len(version["cpu_s"]) == 3  # polls 5, 10 and 15 steps after attaching
+            assert version["judged_steps"] >= 15
+        assert point["baseline"]["judged_steps"] == point["current"]["judged_steps"]
