@@ -90,6 +90,8 @@ class Session:
     timings: list[QueryTiming] = field(default_factory=list)
     _partial: dict[str, Kept] = field(default_factory=dict)
     """Segments of which only some rows are loaded: path -> which (the others: whole)."""
+    _cut: frozenset[str] | None = None
+    """:attr:`cut` (made on first use, again after a move)."""
     _holding: dict[str, frozenset[str]] | None = None
     """:meth:`segments_holding` by event type, for the loaded segments (made on first use,
     again after a move)."""
@@ -214,7 +216,7 @@ class Session:
             self.con.unregister(_NEW_ROWS)
             self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
-        self._partial = partial
+        self._partial, self._cut = partial, None
         self._holding = held
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
@@ -230,7 +232,9 @@ class Session:
     def cut(self) -> frozenset[str]:
         """The loaded segments whose rows of some type run from a later row than their
         first (merged segments the window begins inside: :func:`select`)."""
-        return frozenset(p for p, k in self._partial.items() if k not in _PLAIN)
+        if self._cut is None:
+            self._cut = frozenset(p for p, k in self._partial.items() if k not in _PLAIN)
+        return self._cut
 
     def added_rows(
         self, event_type: str, columns: Sequence[str], segments: Collection[str]
@@ -437,10 +441,8 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
                 if since > 0:
                     mask = pc.and_(mask, pc.greater_equal(seq, since))
                 keep = mask if keep is None else pc.or_(keep, mask)
-        if keep is not None:
-            rows = rows.filter(pc.or_(pc.invert(inside), keep))
-        else:
-            rows = rows.filter(pc.invert(inside))
+        outside = pc.invert(inside)
+        rows = rows.filter(outside if keep is None else pc.or_(outside, keep))
     return rows
 
 
