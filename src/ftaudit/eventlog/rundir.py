@@ -150,22 +150,31 @@ def covered(files: list[SegmentFile]) -> set[Path]:
     lists the originals' digests, so the verifier still checks the chain they formed;
     the leftovers themselves are redundant copies and are never read.
     """
+    held = _held(files)
+    return {f.path for f, h in zip(files, held, strict=True) if h} if held else set()
+
+
+def _held(files: list[SegmentFile]) -> list[bool] | None:
+    """Whether a merged segment holds each of ``files`` (:func:`covered`); None: no file
+    is merged. Flags, not a set of paths: hashing a path runs Python, and a follower's
+    listing asks it of thousands of files at every poll."""
     merged = sorted((f.first_seq, f.last_seq) for f in files if f.last_seq is not None)
     if not merged:
-        return set()
+        return None
     starts = [a for a, _ in merged]
     reach = list(itertools.accumulate((b for _, b in merged), max))  # farthest end so far
-    out = set()
+    out = []
     for f in files:
         if f.last_seq is None:  # one flush: held when a merged range reaches it
             i = bisect.bisect_right(starts, f.first_seq) - 1
-            if i >= 0 and reach[i] >= f.first_seq:
-                out.add(f.path)
-        elif any(
-            a <= f.first_seq and f.last_seq <= b and (a, b) != (f.first_seq, f.last_seq)
-            for a, b in merged  # merged segments are few: one per roll
-        ):
-            out.add(f.path)
+            out.append(i >= 0 and reach[i] >= f.first_seq)
+        else:
+            out.append(
+                any(
+                    a <= f.first_seq and f.last_seq <= b and (a, b) != (f.first_seq, f.last_seq)
+                    for a, b in merged  # merged segments are few: one per roll
+                )
+            )
     return out
 
 
@@ -190,7 +199,8 @@ def _entry_kind(entry: os.DirEntry[str]) -> int:
 def _entries(folder: Path) -> list[os.DirEntry[str]]:
     """The entries of ``folder``, sorted by name."""
     with os.scandir(folder) as it:
-        return sorted(it, key=lambda e: e.name)
+        named = {e.name: e for e in it}
+    return [named[name] for name in sorted(named)]  # strings sort in C; entries by key do not
 
 
 @dataclass
@@ -204,7 +214,8 @@ class ListedBefore:
     what the last listing held is kept.
     """
 
-    files: dict[tuple[str, str], SegmentFile] = field(default_factory=dict)
+    files: dict[str, dict[str, SegmentFile]] = field(default_factory=dict)
+    """Writer folder name -> file name -> the file as listed."""
 
 
 def list_segments(
@@ -243,19 +254,21 @@ def list_segments(
     torn: list[Path] = []
     held: list[Path] = []
     known = before.files if before is not None else {}
-    seen: dict[tuple[str, str], SegmentFile] = {}
+    seen: dict[str, dict[str, SegmentFile]] = {}
     for entry in _entries(events):
         folder = events / entry.name
         if _entry_kind(entry) != stat.S_IFDIR:
             raise UnusableInputError(f"{folder}: unexpected entry in {EVENTS_DIR}/")
         files: list[SegmentFile] = []
+        was = known.get(entry.name, {})
+        now = seen[entry.name] = {}
         for item in _entries(folder):
-            kind = _entry_kind(item)
-            again = known.get((entry.name, item.name))
-            if again is not None and kind == stat.S_IFREG:
+            again = was.get(item.name)
+            if again is not None and item.is_file(follow_symlinks=False):  # still a plain file
                 files.append(again)
-                seen[(entry.name, item.name)] = again
+                now[item.name] = again
                 continue
+            kind = _entry_kind(item)
             path = folder / item.name
             if path.name.startswith(TEMP_PREFIX):
                 if kind != stat.S_IFREG:
@@ -273,13 +286,13 @@ def list_segments(
                     raise CorruptSegmentError(path, reason)
                 listed = SegmentFile(path, folder.name, *seqs)
                 files.append(listed)
-                seen[(entry.name, item.name)] = listed
+                now[item.name] = listed
             else:
                 raise UnusableInputError(f"{path}: unexpected file in a writer folder")
-        skip = covered(files)
-        if skip:
-            held += (f.path for f in files if f.path in skip)
-            files = [f for f in files if f.path not in skip]
+        flags = _held(files)
+        if flags is not None:
+            held += (f.path for f, h in zip(files, flags, strict=True) if h)
+            files = [f for f, h in zip(files, flags, strict=True) if not h]
         if files:
             files.sort(key=lambda f: f.first_seq)
             writers[folder.name] = tuple(files)
