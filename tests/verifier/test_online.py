@@ -208,3 +208,27 @@ def test_a_follower_of_rolling_writers_agrees_with_offline(tmp_path: Path, bug: 
     followed = _follow(tmp_path / "run", config, every=4)
     _check_agreement(followed)
     assert followed.online.passed() == (bug is None)
+
+
+def test_rolling_writers_do_not_make_a_follower_load_its_window_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merged segment enters the window cut, and its cut moves on at later polls: the
+    window is moved (rows dropped), not loaded from the log again (an attach's cost), as
+    often as over writers that never roll."""
+    opened: list[Path] = []
+    open_session = Session.open.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[Session], run_dir: Path, **kwargs: object) -> Session:
+        opened.append(Path(run_dir))
+        return open_session(cls, run_dir, **kwargs)
+
+    monkeypatch.setattr(Session, "open", classmethod(counting))
+    loads = {}
+    for roll in (0, 3):
+        config = dataclasses.replace(SHAPE, steps=60, restarts=0, retries=0, roll_segments=roll)
+        opened.clear()
+        _follow(tmp_path / f"roll{roll}", config, every=1)
+        loads[roll] = sum(1 for p in opened if p.name == f"roll{roll}")
+        assert loads[roll] >= 2  # the first poll's, the final verification's
+    assert loads[3] <= loads[0], loads

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -87,10 +87,9 @@ class Kept:
         found = [f for f in froms if f is not None]
         return min(found) if found else None
 
-    def covers(self, other: Kept) -> bool:
-        """Whether every row ``other`` loads, this loads too (whatever the types)."""
-        # one type of each kind: in both lists, in one of them, in neither
-        for kind in (DECLARATIONS[0], WITNESS_WINDOW[0], HEAD[0], ""):
+    def covers(self, other: Kept, types: Collection[str]) -> bool:
+        """Whether every row ``other`` loads of a segment holding ``types``, this loads too."""
+        for kind in types:
             mine, theirs = self.start(kind), other.start(kind)
             if theirs is not None and (mine is None or mine > theirs):
                 return False

@@ -175,7 +175,7 @@ class Session:
         """
         self.added, self._added_from = None, frozenset()
         loaded = {str(i.path) for i in self.scan.segments}
-        wanted = {str(i.path) for i in scan.segments}
+        wanted = {str(i.path): i for i in scan.segments}
         fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
         new = RunScan(scan.run_dir, fresh, ())
         partial = dict(kept or {})
@@ -183,7 +183,7 @@ class Session:
         for path in loaded & (self._partial.keys() | partial.keys()):
             was, now = self._partial.get(path, WHOLE), partial.get(path, WHOLE)
             if path in wanted and was != now:
-                if not was.covers(now):
+                if not was.covers(now, wanted[path].meta.types):
                     return False  # rows it was loaded without
                 shrunk[path] = now
         outgrown = self.one_thread and not _one_thread(scan)  # its threads are locked
@@ -193,7 +193,7 @@ class Session:
         try:
             staged = {p: k for p, k in partial.items() if p not in loaded}
             rows = self._stage(new, staged, footers) if new.segments else None
-            gone = sorted(loaded - wanted)
+            gone = sorted(loaded - wanted.keys())
             if gone:
                 self.con.execute(
                     f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(gone)}, filename)"
