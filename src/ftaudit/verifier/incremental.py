@@ -134,7 +134,7 @@ class IncrementalScope:
     @cached_property
     def head_only(self) -> frozenset[str]:
         """The segments read only for their :data:`HEAD` rows (paths)."""
-        return frozenset(p for p, k in self.kept.items() if k is HEAD_ONLY or k == HEAD_ONLY)
+        return frozenset(p for p, k in self.kept.items() if k == HEAD_ONLY)
 
     def complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded."""

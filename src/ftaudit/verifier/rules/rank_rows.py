@@ -107,10 +107,10 @@ def _loaded(
 ) -> bool:
     if loaded == "writer":
         return ctx.writer_complete(row["writer"])
-    if loaded == "step" and ctx.scope is not None and step is not None:
-        if step >= ctx.scope.lookback:
-            return True
-    if loaded in ("step", "incarnation"):
+    if loaded == "step":  # a window holds every writer's events from its lookback on
+        inside = ctx.scope is None or (step is not None and step >= ctx.scope.lookback)
+        return inside or ctx.incarnation_complete(row["incarnation"])
+    if loaded == "incarnation":
         return ctx.incarnation_complete(row["incarnation"])
     if loaded == "run":
         return ctx.scope is None
