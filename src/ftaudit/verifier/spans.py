@@ -224,6 +224,8 @@ def union_all(spans: Iterable[Spans]) -> Spans:
     items = list(spans)
     if not items:
         return Spans.empty()
+    if len(items) == 1:  # canonical already (an attempt's allocation, logged once)
+        return items[0]
     return Spans.of(
         np.concatenate([s.starts for s in items]), np.concatenate([s.ends for s in items])
     )
