@@ -17,7 +17,7 @@ import pytest
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import conformed_batches, unified_schema
-from ftaudit.eventlog.reader import scan_run
+from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.shapes import is_runs
@@ -25,7 +25,7 @@ from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import synthesize
 from ftaudit.verifier import session as session_module
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.incremental import FooterCache, select
+from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, Kept, select
 from ftaudit.verifier.rules.counter_log import CounterLog
 from ftaudit.verifier.session import Session
 from ftaudit.verifier.validation import ALIGNED, RING_IDS, check_rows, suspect_rows
@@ -163,6 +163,31 @@ def _refused_on_move(
             session.move(grown, kept=grown_window.kept)
         assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
         assert session.move(scan, **parts)  # the staged rows are gone: it moves on
+
+
+def test_rows_kept_in_part_are_the_same_loaded_or_moved_in(run_dir: Path) -> None:
+    """What is kept of a segment (``Kept``: some types' rows, all rows from a later one)
+    is the same whether a session loads it (a DELETE in DuckDB) or a moved window decodes
+    it (an Arrow filter), for several ways of keeping mixed in one move."""
+    scan, _ = select(run_dir, 0)
+    trainer = next(i.meta.writer for i in scan.segments if not i.meta.writer.startswith("driver"))
+    mine = [i for i in scan.segments if i.meta.writer == trainer][:-1]
+    ways = [HEAD_ONLY, WINDOW_ONLY, Kept(0, None, 0), Kept(None, 0, 0), Kept(0, 0, 0)]
+    kept: dict[str, Kept] = {}
+    for i, info in enumerate(mine):
+        way = ways[i % len(ways)]
+        if i % 2:  # cut inside: whole from the row after its first
+            way = Kept(way.head_from, way.window_from, info.meta.first_seq + 1)
+        kept[str(info.path)] = way
+    # the other writers' segments, whole: the moved window's columns are all there
+    first = RunScan(scan.run_dir, tuple(i for i in scan.segments if i not in mine), ())
+    rows = f"SELECT filename, seq FROM {SEGMENTS} ORDER BY filename, seq"
+    with Session.open(run_dir, scan=scan, kept=kept) as loaded:
+        want = loaded.rows(rows)
+    with Session.open(run_dir, scan=first) as moved:
+        assert moved.move(scan, kept=kept)
+        assert moved.rows(rows) == want
+    assert 0 < len(want) < sum(i.num_rows for i in scan.segments)
 
 
 def test_a_rule_state_forgets_a_segment_holding_an_attempt_twice(run_dir: Path) -> None:

@@ -84,10 +84,11 @@ def _as_polled(report: Report) -> dict:
     return out
 
 
-def _check_agreement(followed: Followed) -> None:
+def _check_agreement(followed: Followed, *, live_evidence_kept: bool = True) -> None:
     """The final report is the offline one; the live findings are the offline findings
     at the steps judged live (by rule, kind and location: a message may name more ids
-    once more of the run is known)."""
+    once more of the run is known), unless ``live_evidence_kept`` is False: the run's
+    events of steps judged live were removed after the fact."""
     offline = verify(followed.run.run_dir)
     final = followed.online.final
     assert final is not None
@@ -96,6 +97,8 @@ def _check_agreement(followed: Followed) -> None:
     found = _keys(offline)
     # nothing provisional that the whole log does not confirm
     assert followed.provisional <= found, followed.provisional - found
+    if not live_evidence_kept:
+        return
     # everything the whole log shows at a step judged live was found live
     settled = {
         _finding(v)
@@ -193,10 +196,15 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("roll", [0, 3])  # 3: writers roll every 3 flushes
 @pytest.mark.parametrize("bug", [b.name for b in BUGS])
-def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str) -> None:
-    followed = _follow(tmp_path / "run", dataclasses.replace(SHAPE, bug=bug), every=4)
-    _check_agreement(followed)
+def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str, roll: int) -> None:
+    config = dataclasses.replace(SHAPE, bug=bug, roll_segments=roll)
+    followed = _follow(tmp_path / "run", config, every=4)
+    # sequence_gap removes a flush once the run finished, and with rolls the merged
+    # segment holding it: events of steps judged live are gone after the fact, which the
+    # final verification reports (FT001's hole, FT004's missing rows)
+    _check_agreement(followed, live_evidence_kept=not (bug == "sequence_gap" and roll))
     assert not followed.online.passed()
 
 

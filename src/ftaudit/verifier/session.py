@@ -431,8 +431,8 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
     Arrow rows)."""
     import pyarrow.compute as pc
 
-    seq = rows["seq"]
     for kept, paths in _by_kept(partial).items():
+        seq = rows["seq"]  # of the rows left by the last filter
         inside = pc.is_in(rows[FILENAME], value_set=string_array(paths))
         keep = pc.greater_equal(seq, kept.whole_from) if kept.whole_from is not None else None
         for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
