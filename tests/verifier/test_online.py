@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ftaudit.eventlog.rundir import list_segments
 from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
@@ -240,3 +241,24 @@ def test_rolling_writers_do_not_make_a_follower_load_its_window_again(
         loads[roll] = sum(1 for p in opened if p.name == f"roll{roll}")
         assert loads[roll] >= 2  # the first poll's, the final verification's
     assert loads[3] <= loads[0], loads
+
+
+def test_a_follower_keeps_the_row_positions_of_the_merged_segments_it_cuts_only(
+    tmp_path: Path,
+) -> None:
+    """Where the rows of a merged segment begin is read to cut it, and forgotten once the
+    window left it: a long follower does not keep every roll's (a window begins inside
+    at most two segments of a writer)."""
+    online = OnlineVerifier(tmp_path / "run")
+    kept: list[int] = []
+    writers: list[int] = []
+
+    def after_step(step: int) -> None:
+        online.poll()
+        kept.append(len(online._cache.steps))
+        writers.append(len(list_segments(tmp_path / "run", allow_empty=True).writers))
+
+    config = dataclasses.replace(SHAPE, steps=60, restarts=0, retries=0, roll_segments=3)
+    synthesize(tmp_path / "run", config, after_step=after_step)
+    assert max(kept) > 0  # merged segments were cut
+    assert all(k <= 2 * w for k, w in zip(kept, writers, strict=True)), (kept, writers)

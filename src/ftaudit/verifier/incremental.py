@@ -514,6 +514,10 @@ def select(
         if start is not None and start.head_from is not None:
             froms = (start.window_from, start.whole_from)
             first_row[writer] = min(f for f in froms if f is not None)
+    # a merged segment the window left is not cut again (unless a resume moves it back):
+    # its columns are not kept, or a long follower would keep every roll's
+    for path in [p for p in cache.steps if str(p) not in kept]:
+        del cache.steps[path]
     skip = superseded(tuple(chosen))  # a compaction cut short: read its events once
     chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
