@@ -145,13 +145,20 @@ def live_run(args: argparse.Namespace) -> SynthConfig:
     )
 
 
+def add_shape_arguments(
+    parser: argparse.ArgumentParser, steps: int, cells: int, buffer_size: int, samples: int
+) -> None:
+    """The options :func:`live_run` reads, with these defaults (a flush every 5 steps)."""
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--cells", type=int, default=cells)
+    parser.add_argument("--buffer-size", type=int, default=buffer_size)
+    parser.add_argument("--samples-per-step", type=int, default=samples)
+    parser.add_argument("--flush-every", type=int, default=5)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--cells", type=int, default=4)
-    parser.add_argument("--buffer-size", type=int, default=65536)
-    parser.add_argument("--samples-per-step", type=int, default=256)
-    parser.add_argument("--flush-every", type=int, default=5)
+    add_shape_arguments(parser, 2000, 4, 65536, 256)
     parser.add_argument("--at", default="100,1000", help="sample points (steps), comma-separated")
     parser.add_argument("--every", type=int, default=10, help="poll every N steps")
     parser.add_argument("--polls", type=int, default=6, help="polls at each sample point")

@@ -88,12 +88,10 @@ def stretches(polls: list[Poll], size: int, every: int) -> list[dict[str, float]
 
 
 def main() -> None:
+    from online_bench import add_shape_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--cells", type=int, default=16)
-    parser.add_argument("--buffer-size", type=int, default=1_048_576)
-    parser.add_argument("--samples-per-step", type=int, default=4096)
-    parser.add_argument("--flush-every", type=int, default=5)
+    add_shape_arguments(parser, 3000, 16, 1_048_576, 4096)
     parser.add_argument("--every", type=int, default=10, help="poll every N steps")
     parser.add_argument("--start", type=int, default=100, help="the first poll's step")
     parser.add_argument("--stretch", type=int, default=500, help="steps a row summarizes")

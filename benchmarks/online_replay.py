@@ -130,12 +130,10 @@ def _child(src: Path | None, root: Path, steps: list[int], since: int) -> dict[s
 
 
 def main() -> None:
+    from online_bench import add_shape_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=330)
-    parser.add_argument("--cells", type=int, default=16)
-    parser.add_argument("--buffer-size", type=int, default=1_048_576)
-    parser.add_argument("--samples-per-step", type=int, default=4096)
-    parser.add_argument("--flush-every", type=int, default=5)
+    add_shape_arguments(parser, 330, 16, 1_048_576, 4096)
     parser.add_argument(
         "--attach", default="200", help="the first copy's step; several: comma-separated"
     )

@@ -4,27 +4,16 @@ timing asserted: every replayed poll judged steps, and both versions judged the 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import ROOT, run_benchmark
 
 
 def test_online_replay_runs_at_a_tiny_size(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     args = ["--steps", "60", "--cells", "2", "--buffer-size", "4096", "--samples-per-step", "64"]
     args += ["--attach", "20,40", "--every", "5", "--polls", "3", "--rounds", "1"]
     args += ["--out", str(tmp_path), "--baseline", str(ROOT / "src")]  # itself as baseline
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "online_replay.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_benchmark("online_replay.py", args)
     assert "step 40: current / baseline" in done.stdout, done.stdout
     assert "current: step 40 / step 20" in done.stdout, done.stdout
     (result,) = json.loads((tmp_path / "online_replay.json").read_text())["rounds"]

@@ -3,41 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import run_benchmark
 
 
 @pytest.mark.slow
 def test_segments_bench_runs_at_a_tiny_size(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "segments_bench.py"),
-            "--steps",
-            "40",
-            "--few-every",
-            "20",
-            "--roll-segments",
-            "8",
-            "--json",
-            str(out),
-            "--md",
-            str(tmp_path / "bench.md"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    args = ["--steps", "40", "--few-every", "20", "--roll-segments", "8", "--json", str(out)]
+    run_benchmark("segments_bench.py", [*args, "--md", str(tmp_path / "bench.md")])
     cases = json.loads(out.read_text())["cases"]
     assert list(cases) == ["few", "many", "rolled", "compacted"]
     assert cases["many"]["segments"] > cases["few"]["segments"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,3 +50,16 @@ def as_foreground_job() -> None:
     without this the test would measure how it was launched, not the command.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_benchmark(script: str, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/<script>`` on this checkout's ``src`` (a benchmark's tiny-size
+    test); fail with its output unless it exits 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, str(ROOT / "benchmarks" / script), *args]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
