@@ -29,7 +29,7 @@ from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
-from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
@@ -205,7 +205,7 @@ class Session:
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
-            changed |= _cut_types(scan, self._partial, shrunk)
+            changed |= _cut_types(wanted, self._partial, shrunk)
             if changed:  # the types whose rows came or went: so may the history made of them
                 keep_history(self.con, changed)
         except duckdb.Error as exc:
@@ -482,14 +482,16 @@ def _holding(scan: RunScan, partial: Mapping[str, Kept]) -> dict[str, frozenset[
     return {name: frozenset(paths) for name, paths in holding.items()}
 
 
-def _cut_types(scan: RunScan, was: Mapping[str, Kept], shrunk: Mapping[str, Kept]) -> set[str]:
-    """The event types of which a ``shrunk`` segment holds fewer rows now, and some still."""
+def _cut_types(
+    infos: Mapping[str, SegmentInfo], was: Mapping[str, Kept], shrunk: Mapping[str, Kept]
+) -> set[str]:
+    """The event types of which a ``shrunk`` segment holds fewer rows now, and some still
+    (``infos``: the segments by path)."""
     out: set[str] = set()
-    for info in scan.segments:
-        now = shrunk.get(str(info.path))
-        if now is not None:
-            before = was.get(str(info.path), WHOLE)
-            out.update(t for t in info.meta.types if now.start(t) not in (None, before.start(t)))
+    for path, now in shrunk.items():
+        before = was.get(path, WHOLE)
+        types = infos[path].meta.types
+        out.update(t for t in types if now.start(t) not in (None, before.start(t)))
     return out
 
 
