@@ -13,7 +13,14 @@ sample point against the first (flat: about 1x), and the per-step CPU against th
 duration a job would have (``--step-s``, 1 s by default). Sampling, not judging every
 step, keeps a 100,000-step shape to the cost of writing the run.
 
+``--every 10,50`` follows each sample point with one follower per poll interval, on the
+same steps of the same run: a poll costs a fixed part (listing, the rules' queries)
+and a part per judged step (its segments, its samples), and the intervals' costs give
+both (:func:`cost_model`), so the table says which interval keeps the cost under 1% of a
+step, and how late (that many steps) a bad step is then found.
+
 Run: ``.venv/bin/python benchmarks/online_bench.py [--steps 10000 --at 100,1000,10000]
+[--every 10,50]
 [--out benchmarks/results] [--work DIR | --keep DIR]``; ``--plot-only`` redraws the PNG
 from the JSON (needs matplotlib: the ``bench`` extra). ``--keep`` leaves the run on disk,
 to profile a poll early and late on the same files.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
 class PollCost:
     point: int
     """The sample point (the step the follower attached at)."""
+    every: int
+    """The follower's poll interval (steps)."""
     step: int
     """The step the writer had logged when the poll ran."""
     attach: bool
@@ -53,45 +63,49 @@ class PollCost:
 
 
 def run(
-    config: SynthConfig, at: list[int], every: int, polls: int, root: Path
+    config: SynthConfig, at: list[int], every: list[int], polls: int, root: Path
 ) -> tuple[list[PollCost], float]:
-    """Write the run, following it around each sample point; (polls, writer CPU s)."""
+    """Write the run, following it around each sample point, a follower per poll interval
+    in ``every``, all in one process on the same steps; (polls, writer CPU s)."""
     from ftaudit.synth import synthesize
     from ftaudit.verifier.online import OnlineVerifier
 
     out: list[PollCost] = []
-    follower: list[tuple[int, OnlineVerifier, int]] = []  # (point, verifier, polls left)
+    # (point, interval) -> (verifier, polls left); a poll runs alone, so its CPU is its own
+    followers: dict[tuple[int, int], tuple[OnlineVerifier, int]] = {}
 
     def after_step(step: int) -> None:
         if step in at:
-            follower.append((step, OnlineVerifier(root / "run", since_step=step - every), polls))
-        if not follower or step % every:
-            return
-        point, online, left = follower[0]
-        started = time.process_time()
-        poll = online.poll()
-        cpu = time.process_time() - started
-        if poll.judged is not None:
-            first, last = poll.judged
-            attach = left == polls
-            out.append(
-                PollCost(
-                    point,
-                    step,
-                    attach,
-                    last - first + 1,
-                    poll.segments_read,
-                    online.segments_seen,
-                    cpu,
+            for interval in every:
+                online = OnlineVerifier(root / "run", since_step=step - interval)
+                followers[(step, interval)] = (online, polls)
+        for (point, interval), (online, left) in list(followers.items()):
+            if step % interval:
+                continue
+            started = time.process_time()
+            poll = online.poll()
+            cpu = time.process_time() - started
+            if poll.judged is not None:
+                first, last = poll.judged
+                out.append(
+                    PollCost(
+                        point,
+                        interval,
+                        step,
+                        left == polls,
+                        last - first + 1,
+                        poll.segments_read,
+                        online.segments_seen,
+                        cpu,
+                    )
                 )
-            )
-            assert not online.violations, online.violations[:3]
-            left -= 1
-        if left <= 0:
-            online.close()
-            follower.pop(0)
-        else:
-            follower[0] = (point, online, left)
+                assert not online.violations, online.violations[:3]
+                left -= 1
+            if left <= 0:
+                online.close()
+                del followers[(point, interval)]
+            else:
+                followers[(point, interval)] = (online, left)
 
     started = time.process_time()
     synthesize(root / "run", config, after_step=after_step)
@@ -104,14 +118,16 @@ def _per_step(polls: list[PollCost]) -> float:
 
 
 def summarize(polls: list[PollCost], step_s: float) -> list[dict]:
+    """One row per poll interval and sample point: medians of the polls after attaching."""
     points = []
-    for point in sorted({p.point for p in polls}):
-        mine = [p for p in polls if p.point == point]
+    for every, point in sorted({(p.every, p.point) for p in polls}):
+        mine = [p for p in polls if p.point == point and p.every == every]
         moved = [p for p in mine if not p.attach]
         attach = [p for p in mine if p.attach]
         points.append(
             {
                 "point": point,
+                "every": every,
                 "polls": len(moved),
                 "cpu_per_judged_step_s": _per_step(moved),
                 "cpu_per_poll_s": statistics.median(p.cpu_s for p in moved),
@@ -123,6 +139,37 @@ def summarize(polls: list[PollCost], step_s: float) -> list[dict]:
             }
         )
     return points
+
+
+def cost_model(points: list[dict], step_s: float) -> list[dict]:
+    """Per sample point polled at two or more intervals: a poll's CPU as ``fixed + per_step
+    x steps``, fitted (least squares) to each interval's median poll. ``fixed`` is what a
+    poll costs whatever it judges (listing, the rules' queries), ``per_step`` what each
+    judged step adds (its segments read, its samples checked); polling every N steps
+    costs ``fixed / N + per_step`` a step and finds a bad step up to N steps late. The
+    least N under 1% of ``step_s`` is given where ``per_step`` alone is under it."""
+    model = []
+    for point in sorted({p["point"] for p in points}):
+        mine = [p for p in points if p["point"] == point]
+        if len({p["steps_per_poll"] for p in mine}) < 2:
+            continue
+        xs = [p["steps_per_poll"] for p in mine]
+        ys = [p["cpu_per_poll_s"] for p in mine]
+        mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+        per_step = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
+            (x - mean_x) ** 2 for x in xs
+        )
+        fixed = mean_y - per_step * mean_x
+        budget = 0.01 * step_s - per_step
+        model.append(
+            {
+                "point": point,
+                "fixed_per_poll_s": fixed,
+                "per_judged_step_s": per_step,
+                "least_every_for_1_percent": math.ceil(fixed / budget) if budget > 0 else None,
+            }
+        )
+    return model
 
 
 def live_run(args: argparse.Namespace) -> SynthConfig:
@@ -160,7 +207,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_shape_arguments(parser, 2000, 4, 65536, 256)
     parser.add_argument("--at", default="100,1000", help="sample points (steps), comma-separated")
-    parser.add_argument("--every", type=int, default=10, help="poll every N steps")
+    parser.add_argument(
+        "--every",
+        default="10",
+        help="poll every N steps; several, comma-separated: a follower each, same steps",
+    )
     parser.add_argument("--polls", type=int, default=6, help="polls at each sample point")
     parser.add_argument("--step-s", type=float, default=1.0, help="a training step's duration")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -183,7 +234,8 @@ def main() -> None:
 
     config = live_run(args)
     at = [int(a) for a in args.at.split(",")]
-    if max(at) + args.every * (args.polls + 1) >= args.steps:
+    every = [int(e) for e in args.every.split(",")]
+    if max(at) + max(every) * (args.polls + 1) >= args.steps:
         parser.error("the last sample point needs --every x (--polls + 1) steps after it")
     load_before = os.getloadavg()
     wall = time.perf_counter()
@@ -191,19 +243,21 @@ def main() -> None:
         args.work.mkdir(parents=True, exist_ok=True)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=False)  # never into another run
-        polls, writer_cpu = run(config, at, args.every, args.polls, args.keep)
+        polls, writer_cpu = run(config, at, every, args.polls, args.keep)
     else:
         with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-            polls, writer_cpu = run(config, at, args.every, args.polls, Path(tmp))
+            polls, writer_cpu = run(config, at, every, args.polls, Path(tmp))
     wall = time.perf_counter() - wall
     points = summarize(polls, args.step_s)
-    first, last = points[0], points[-1]
     summary = {
         "config": asdict(config),
-        "every": args.every,
+        "every": every,
         "step_s": args.step_s,
         "points": points,
-        "late_over_early": last["cpu_per_judged_step_s"] / first["cpu_per_judged_step_s"],
+        "late_over_early": {
+            str(interval): _late_over_early(points, interval) for interval in every
+        },
+        "cost_model": cost_model(points, args.step_s),
         "writer_cpu_s": writer_cpu,
         "wall_s": wall,
         "versions": {
@@ -226,32 +280,55 @@ def main() -> None:
         print("no matplotlib here: redraw with --plot-only where it is installed")
 
 
+def _late_over_early(points: list[dict], every: int) -> float:
+    mine = [p for p in points if p["every"] == every]
+    return mine[-1]["cpu_per_judged_step_s"] / mine[0]["cpu_per_judged_step_s"]
+
+
 def _markdown(s: dict) -> str:
     c = s["config"]
     rows = "".join(
-        f"| {p['point']:,} | {p['cpu_per_judged_step_s'] * 1000:.1f} ms | "
+        f"| {p['every']} | {p['point']:,} | {p['cpu_per_judged_step_s'] * 1000:.1f} ms | "
         f"{p['share_of_step'] * 100:.1f}% | {p['cpu_per_poll_s'] * 1000:.0f} ms | "
         f"{p['steps_per_poll']:g} | {p['segments_read_median']:g} of {p['segments_total']:,} | "
         f"{p['attach_cpu_s']:.1f} s |\n"
         for p in s["points"]
     )
     load = ", ".join(f"{x:.1f}" for x in s["load_average"]["before"])
-    return (
+    flat = "".join(
+        f"- polling every {every}: last / first sample point **{ratio:.2f}x** "
+        "(flat means about 1x)\n"
+        for every, ratio in s["late_over_early"].items()
+    )
+    text = (
         "# Online verification: CPU per judged step along a live run\n\n"
         f"python {s['versions']['python']}, pyarrow {s['versions']['pyarrow']}, duckdb "
         f"{s['versions']['duckdb']}, {s['machine']}, load average at start {load}; "
         f"synth {c['steps']:,} steps x {c['cells']} cells, B = {c['buffer_size']:,}, "
         f"{c['samples_per_step']:,} samples/step, a segment per writer every "
-        f"{c['flush_every']} steps; at each sample point a follower attaches and polls "
-        f"every {s['every']} steps, in the writing process\n\n"
-        "| step | CPU per judged step | of a 1 s step | CPU per poll | steps per poll "
-        "| segments read per poll | attach (window loaded from the log) |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"{rows}\n"
-        f"- last / first sample point: **{s['late_over_early']:.2f}x** (flat means about 1x)\n"
+        f"{c['flush_every']} steps; at each sample point a follower per poll interval "
+        "attaches and polls, in the writing process\n\n"
+        "| poll every (steps) | step | CPU per judged step | of a 1 s step | CPU per poll "
+        "| steps per poll | segments read per poll | attach (window loaded from the log) |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"{rows}\n{flat}"
         f"- writing the run: {s['writer_cpu_s']:.0f} s CPU; the whole benchmark "
         f"{s['wall_s'] / 60:.0f} min wall\n"
     )
+    if s["cost_model"]:
+        text += (
+            "\nA poll's CPU as fixed + per judged step x steps (fitted over the intervals):\n\n"
+            "| step | fixed per poll | per judged step | least poll interval under 1% |\n"
+            "|---:|---:|---:|---:|\n"
+        )
+        for m in s["cost_model"]:
+            least = m["least_every_for_1_percent"]
+            text += (
+                f"| {m['point']:,} | {m['fixed_per_poll_s'] * 1000:.0f} ms | "
+                f"{m['per_judged_step_s'] * 1000:.1f} ms | "
+                f"{'none' if least is None else f'{least} steps'} |\n"
+            )
+    return text
 
 
 def plot(summary: dict, out: Path) -> None:
@@ -260,10 +337,17 @@ def plot(summary: dict, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points = summary["points"]
-    x = [p["point"] for p in points]
+    # a JSON written before several intervals were followed at once has one, at the top
+    intervals = summary["every"] if isinstance(summary["every"], list) else [summary["every"]]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(x, [p["cpu_per_judged_step_s"] * 1000 for p in points], "o-", label="per judged step")
+    for every in intervals:
+        points = [p for p in summary["points"] if p.get("every", every) == every]
+        ax.plot(
+            [p["point"] for p in points],
+            [p["cpu_per_judged_step_s"] * 1000 for p in points],
+            "o-",
+            label=f"per judged step, a poll every {every} steps",
+        )
     share = 0.01 * summary["step_s"] * 1000
     ax.axhline(20, color="tab:red", linestyle="--", label="target: 20 ms")
     ax.axhline(
@@ -276,7 +360,7 @@ def plot(summary: dict, out: Path) -> None:
     c = summary["config"]
     ax.set_title(
         f"ft-verify online: {c['cells']} cells x B = {c['buffer_size']:,} x "
-        f"{c['samples_per_step']:,} samples/step, a poll every {summary['every']} steps"
+        f"{c['samples_per_step']:,} samples/step"
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
