@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ftaudit.eventlog.codecs import column_codecs
 from ftaudit.eventlog.keys import segment_mac
 
 META_PREFIX = "ftaudit."
@@ -175,16 +176,14 @@ def file_digest(data: bytes | bytearray | memoryview) -> str | None:
 
 PARQUET_OPTIONS: Mapping[str, Any] = MappingProxyType(
     {
-        # zstd (level 1) encodes this mix's segments 10x smaller than uncompressed at
-        # about 1.5x the encoding time, off the GIL; lz4 is faster but 1.4x larger
-        # (benchmarks/eventlog_bench.py measures all three)
-        "compression": "zstd",
         "use_dictionary": False,  # zstd finds the repeats anyway: a smaller file, 20% less CPU
         "write_page_checksum": True,
         "write_statistics": ["seq", "step", "attempt", "type"],
     }
 )
-"""How every segment is encoded (``pyarrow.parquet.write_table`` keywords)."""
+"""How every segment is encoded (``pyarrow.parquet.write_table`` keywords), but for the
+compression, chosen per column (:func:`~ftaudit.eventlog.codecs.column_codecs`: zstd for
+large columns, lz4 for small ones)."""
 
 
 def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | None = None) -> str:
@@ -199,7 +198,7 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | 
     from ftaudit.eventlog.atomic import write_bytes_atomically
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, **PARQUET_OPTIONS)
+    pq.write_table(table, sink, compression=column_codecs(table), **PARQUET_OPTIONS)
     data = bytearray(sink.getvalue().to_pybytes())
     at = _value_at(data, DIGEST_KEY)
     digest = file_digest(data)
