@@ -31,6 +31,22 @@ def test_leaf_paths_are_parquets_for_every_registered_column(tmp_path: Path) -> 
     assert {type(f.type) for f in nested} >= {pa.StructType, pa.ListType, pa.MapType}
 
 
+def test_leaf_paths_are_parquets_for_every_nesting(tmp_path: Path) -> None:
+    point = pa.struct([("x", pa.int64()), ("tags", pa.list_(pa.string()))])
+    schema = pa.schema(
+        [
+            ("a.b", pa.int64()),  # a dot in a column name, as every payload column has
+            ("runs", pa.struct([("starts", pa.list_(pa.int64())), ("n", pa.int32())])),
+            ("big", pa.large_list(pa.float64())),
+            ("fixed", pa.list_(pa.int8(), 3)),
+            ("by_name", pa.map_(pa.string(), pa.map_(pa.int64(), point))),
+            ("points", pa.list_(point)),
+        ]
+    )
+    ours = [p for f in schema for p in leaf_paths(f.name, f.type)]
+    assert ours == _parquet_paths(schema, tmp_path)
+
+
 def test_a_segment_compresses_its_large_columns_with_zstd_and_the_rest_with_lz4(
     tmp_path: Path,
 ) -> None:

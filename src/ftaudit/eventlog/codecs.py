@@ -32,7 +32,7 @@ def leaf_paths(name: str, typ: pa.DataType) -> list[str]:
             *leaf_paths(f"{name}.key_value.key", typ.key_type),
             *leaf_paths(f"{name}.key_value.value", typ.item_type),
         ]
-    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
         return leaf_paths(f"{name}.list.element", typ.value_type)
     return [name]
 
