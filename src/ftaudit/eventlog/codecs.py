@@ -38,9 +38,15 @@ def leaf_paths(name: str, typ: pa.DataType) -> list[str]:
 
 
 def column_codecs(table: pa.Table) -> dict[str, str]:
-    """The codec of each Parquet column of ``table`` (``write_table``'s ``compression``)."""
+    """The codec of each Parquet column of ``table`` (``write_table``'s ``compression``).
+
+    A column's size is that of its buffers (``get_total_buffer_size``: a slice counts its
+    whole buffers, so it may get zstd where lz4 would do), not ``nbytes``, which releases
+    the GIL: in the writer's flusher each call then waited for the logging thread's
+    switch interval, 21 ms a flush of 25 columns, and the flusher fell behind.
+    """
     return {
-        path: "zstd" if column.nbytes >= ZSTD_FROM_BYTES else "lz4"
+        path: "zstd" if column.get_total_buffer_size() >= ZSTD_FROM_BYTES else "lz4"
         for field, column in zip(table.schema, table.columns, strict=True)
         for path in leaf_paths(field.name, field.type)
     }
