@@ -69,7 +69,7 @@ from ftaudit.eventlog import (
 )
 from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.batch import Batch, Rows
-from ftaudit.eventlog.codecs import column_codecs
+from ftaudit.eventlog.codecs import compression as as_written
 from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt
 from ftaudit.eventlog.hot import CHECKS
 from ftaudit.eventlog.registry import default_registry
@@ -362,7 +362,7 @@ def measure_costs(events: list[Event], fields: list[Fields], repeats: int) -> Co
         "none": lambda _: "none",
         "lz4": lambda _: "lz4",
         "zstd": lambda _: "zstd",
-        "per column, as segments are written": column_codecs,
+        "per column, as segments are written": as_written,
     }
     for compression, codec in codecs.items():
         sizes: list[int] = []

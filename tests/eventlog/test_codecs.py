@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.codecs import ZSTD_FROM_BYTES, column_codecs, leaf_paths
+from ftaudit.eventlog.codecs import ZSTD_FROM_BYTES, column_codecs, compression, leaf_paths
 from ftaudit.eventlog.envelope import ENVELOPE_SCHEMA
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.segment import DIGEST_KEY, DIGEST_PLACEHOLDER, write_atomically
@@ -77,3 +77,14 @@ def test_a_segment_compresses_its_large_columns_with_zstd_and_the_rest_with_lz4(
         "runs.lengths.list.element": "ZSTD",
     }
     assert pq.read_table(path).replace_schema_metadata(None) == table.replace_schema_metadata(None)
+
+
+def test_a_table_whose_columns_all_get_one_codec_names_that_codec() -> None:
+    large = pa.table({"a": pa.array(range(ZSTD_FROM_BYTES), pa.int64())})
+    small = pa.table({"a": pa.array([1, 2], pa.int64()), "b": ["x", "y"]})
+    mixed = pa.table(
+        {"a": pa.array(range(ZSTD_FROM_BYTES), pa.int64()), "b": [True] * ZSTD_FROM_BYTES}
+    )
+    assert compression(large) == "zstd"
+    assert compression(small) == "lz4"
+    assert compression(mixed) == {"a": "zstd", "b": "lz4"}  # a bool a bit: 2 KiB

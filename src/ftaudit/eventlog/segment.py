@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.codecs import column_codecs
+from ftaudit.eventlog.codecs import compression
 from ftaudit.eventlog.keys import segment_mac
 
 META_PREFIX = "ftaudit."
@@ -182,7 +182,7 @@ PARQUET_OPTIONS: Mapping[str, Any] = MappingProxyType(
     }
 )
 """How every segment is encoded (``pyarrow.parquet.write_table`` keywords), but for the
-compression, chosen per column (:func:`~ftaudit.eventlog.codecs.column_codecs`: zstd for
+compression, chosen per column (:func:`~ftaudit.eventlog.codecs.compression`: zstd for
 large columns, lz4 for small ones)."""
 
 
@@ -198,7 +198,7 @@ def write_atomically(table: pa.Table, final: Path, *, fsync: bool, key: bytes | 
     from ftaudit.eventlog.atomic import write_bytes_atomically
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression=column_codecs(table), **PARQUET_OPTIONS)
+    pq.write_table(table, sink, compression=compression(table), **PARQUET_OPTIONS)
     data = bytearray(sink.getvalue().to_pybytes())
     at = _value_at(data, DIGEST_KEY)
     digest = file_digest(data)
