@@ -166,8 +166,11 @@ def load_segments(
 
 def fits(scan: RunScan, schema: pa.Schema) -> bool:
     """Whether every column of ``scan``'s segments is in ``schema``, with the same type."""
-    for info in scan.segments:
-        for field in info.schema:
+    # each shape once: segments of one shape share one interned schema (a follower's poll
+    # of 34 segments looked 1,700 columns up, where its 2 or 3 shapes hold about 150)
+    shapes = {id(info.schema): info.schema for info in scan.segments}
+    for shape in shapes.values():
+        for field in shape:
             index = schema.get_field_index(field.name)
             if index < 0 or schema.field(index).type != field.type:
                 return False
