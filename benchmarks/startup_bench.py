@@ -173,9 +173,10 @@ def main() -> None:
         "load_average": f"{load_before} before, {_load()} after",
         "repeat": args.repeat,
         "run": "ftaudit synth " + " ".join(SYNTH),
-        "--run": str(args.run) if args.run is not None else "",
         "commit": _commit(),
     }
+    if args.run is not None:
+        about["--run"] = str(args.run)
     if args.baseline is not None:
         about["baseline"] = str(args.baseline)
     lines = [

@@ -9,9 +9,6 @@ forward (the forward check with nonzero rows must fail).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -19,21 +16,16 @@ import torch
 import torch.nn.functional as F
 
 from ftaudit.trainer_hooks.torch.witness import WitnessEmbedding
+from tests.support.processes import load_benchmark
 
 pytestmark = pytest.mark.torch
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "gpu_witness_check.py"
 TINY = ["--device", "cpu", "--dtype", "fp32", "--layers", "2", "--hidden", "32", "--heads", "2"]
 TINY += ["--vocab", "64", "--seq", "16", "--skip-timing"]
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_witness_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and pickling look modules up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_witness_check.py")
 
 
 def _results(script: ModuleType) -> dict[str, bool]:

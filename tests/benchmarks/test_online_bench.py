@@ -4,25 +4,17 @@ it has two intervals), and its cost model recovers a known line."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests.support.processes import ROOT, run_benchmark
+from tests.support.processes import load_benchmark, run_benchmark
 
 
-def _online_bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "online_bench", ROOT / "benchmarks" / "online_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("online_bench", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def _online_bench() -> ModuleType:
+    return load_benchmark("online_bench.py")
 
 
 def test_online_bench_follows_each_interval_at_a_tiny_size(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ one through the tests' compatibility layer).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,6 +16,8 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.processes import load_benchmark
+
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "benchmarks" / "run_gpu_checks.py"
@@ -24,12 +25,7 @@ SCRIPT = ROOT / "benchmarks" / "run_gpu_checks.py"
 
 @pytest.fixture(scope="module")
 def runner() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("run_gpu_checks", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("run_gpu_checks.py")
 
 
 def test_requirements_are_pinned_and_never_torch(runner: ModuleType) -> None:

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from ftaudit.synth import synthesize
+from tests.support.processes import load_benchmark
 from tests.support.synth_runs import LOOKBACK
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _floor():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "segment_read_floor", ROOT / "benchmarks" / "segment_read_floor.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _floor() -> ModuleType:
+    return load_benchmark("segment_read_floor.py")
 
 
 @pytest.mark.parametrize("how", ["pyarrow", "reader", "duckdb", "duckdb-shapes"])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,16 +11,11 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "torture" / "demo_soak.py"
+from tests.support.processes import load_benchmark
 
 
 def _soak() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_soak", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("torture/demo_soak.py")
 
 
 def test_the_twenty_seeds_cover_every_job_kill_scenario_and_long_retries() -> None:

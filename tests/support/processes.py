@@ -1,14 +1,17 @@
 """Launching processes from tests: process trees (torchrun and its ranks) without leaving
-orphans, and commands a test presses Ctrl-C in."""
+orphans, commands a test presses Ctrl-C in, and the benchmark scripts (run, or loaded as
+modules)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
 
 def run_group(
@@ -63,3 +66,16 @@ def run_benchmark(script: str, args: Sequence[str]) -> subprocess.CompletedProce
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
+
+
+def load_benchmark(script: str) -> ModuleType:
+    """``benchmarks/<script>`` imported as a module named after its file, to test its
+    functions; registered in ``sys.modules`` first: dataclasses (and pickling) look their
+    module up by name."""
+    path = ROOT / "benchmarks" / script
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
