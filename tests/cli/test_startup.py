@@ -1,10 +1,14 @@
-"""The collector's start-up threshold: raised while a command starts, the usual one after."""
+"""A command's start-up: the collector's threshold (raised while a command starts, the usual
+one after) and numpy on small pages."""
 
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
+
+import pytest
 
 from ftaudit.cli.startup import STARTUP_THRESHOLD, collecting_late, imports_made
 
@@ -39,3 +43,38 @@ def test_imports_made_freezes_once_and_restores_the_usual_threshold() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def _in_child(code: str, **env: str) -> str:
+    environ = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**environ, **env}
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+# numpy's own switch: _set_madvise_hugepage returns the setting it replaces
+_HUGEPAGES = "from numpy._core import multiarray\nprint(multiarray._set_madvise_hugepage(False))\n"
+
+
+def test_numpy_gets_small_pages_and_a_users_choice_is_kept() -> None:
+    code = "from ftaudit.cli.startup import small_pages_for_numpy\nsmall_pages_for_numpy()\n"
+    assert _in_child(code + _HUGEPAGES) == "False"
+    if sys.platform == "linux":  # elsewhere numpy never asks for huge pages
+        assert _in_child(code + _HUGEPAGES, NUMPY_MADVISE_HUGEPAGE="1") == "True"
+
+
+@pytest.mark.parametrize(("module", "prog"), [("verify_cmd", "ft-verify"), ("app", "ftaudit")])
+def test_both_commands_start_with_small_pages_for_numpy(module: str, prog: str) -> None:
+    code = (
+        "import sys\n"
+        f"from ftaudit.cli.{module} import main\n"
+        f"sys.argv = [{prog!r}, '--version']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    out = _in_child(code + _HUGEPAGES)
+    assert out.splitlines()[-1] == "False"

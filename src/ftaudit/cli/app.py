@@ -22,6 +22,7 @@ from ftaudit.cli import (
     synth_cmd,
     verify_app,
 )
+from ftaudit.cli.startup import small_pages_for_numpy
 from ftaudit.cli.terminal import run_app, version_option
 
 app = typer.Typer(
@@ -58,4 +59,5 @@ app.command("manifest")(manifest_cmd.manifest)
 
 def main() -> None:
     """Entry point of the ``ftaudit`` script."""
+    small_pages_for_numpy()
     run_app(app, "ftaudit")

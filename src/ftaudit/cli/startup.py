@@ -1,4 +1,5 @@
-"""A command's start-up: the cyclic garbage collector waits until the imports are made.
+"""A command's start-up: the collector waits until the imports are made, and numpy's
+large arrays go on small pages.
 
 Before ``ft-verify`` looks at a run it imports about 500 modules (typer, pydantic,
 pyarrow, DuckDB, the verifier). Every 700 new objects the collector scans the young
@@ -9,11 +10,14 @@ threshold while a command starts; the command calls :func:`imports_made` once it
 imports are done: the objects made so far are moved out of the collector's sight
 (``gc.freeze``) and the usual threshold applies again. A command that never calls it
 runs with the raised threshold: its collections are rarer, cycles are still collected.
+
+:func:`small_pages_for_numpy` is for the verifier's large, short-lived arrays (see there).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -45,3 +49,19 @@ def imports_made() -> None:
         return
     gc.freeze()
     gc.set_threshold(*_usual[-1])
+
+
+def small_pages_for_numpy() -> None:
+    """Ask numpy (not yet imported) not to back its large arrays with transparent huge pages.
+
+    On Linux numpy marks every array of 4 MB or more ``MADV_HUGEPAGE``. Under the kernel's
+    usual ``defrag=madvise`` setting, the first touch of such memory makes the kernel
+    compact memory then and there, and a verifier that has just loaded a run into DuckDB
+    has fragmented memory: filling one fresh 360 MB array took 0.84 s there, against
+    0.13 s on small pages (0.06 s in a fresh process). ``ft-verify`` on a run of 45 M fed
+    samples spent 1.0-1.7 s less CPU on small pages (2.9-3.7 s of system time against
+    2.0-2.1 s). Set through numpy's own switch, ``NUMPY_MADVISE_HUGEPAGE``, which numpy
+    reads once, at import; a value the user set is kept, and the command's child
+    processes inherit it.
+    """
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")

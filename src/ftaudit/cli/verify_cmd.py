@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from ftaudit.cli import exit_codes
-from ftaudit.cli.startup import collecting_late
+from ftaudit.cli.startup import collecting_late, small_pages_for_numpy
 from ftaudit.cli.terminal import run_app, run_script, typer_exit_code
 from ftaudit.cli.verify_options import ReportFormat, VerifyArgs, parse_plain
 
@@ -34,6 +34,7 @@ def build_app() -> typer.Typer:
 
 def main() -> None:
     """Entry point of the ``ft-verify`` script."""
+    small_pages_for_numpy()
     with collecting_late():
         args = parse_plain(sys.argv[1:])
         if args is None:
