@@ -104,8 +104,9 @@ def test_fed_twice_is_every_sample_at_a_repeated_position(seed: int) -> None:
         selected = np.ones(len(fed), bool) if keys is None else keys[key]
         counts = np.bincount(position[selected], minlength=80)
         want = np.flatnonzero(selected & (counts[position] >= 2))
-        samples, slots = fed.fed_twice(keys)
+        samples, slots, fingerprints = fed.fed_twice(keys)
         assert samples.tolist() == want.tolist()
+        assert fingerprints.tolist() == fed.fingerprint(samples).tolist()
         # equal slots iff equal positions
         pairs = set(zip(slots.tolist(), position[samples].tolist(), strict=True))
         assert len(pairs) == len({s for s, _ in pairs}) == len({p for _, p in pairs})
@@ -126,3 +127,13 @@ def test_stream_map_locates_each_declared_epoch() -> None:
             assert (e, i) == (p // 10, int(orders[p // 10].items[p % 10]))
         else:
             assert (e, i) == (-1, -1)
+
+
+def test_writer_order_is_utf8_byte_order_with_null_last() -> None:
+    names = ["trainer-b", None, "trainer-a", "é-writer", "z", "trainer-b", "Z", "\U0001f600"]
+    codes = fed_module._writer_order([names[:3], [], names[3:]]).tolist()
+    by_code = [w for _, w in sorted(zip(codes, range(len(names)), strict=True))]
+    ordered = [names[i] for i in by_code]
+    known = [w for w in names if w is not None]
+    assert ordered == [*sorted(known, key=lambda w: w.encode()), None]
+    assert codes[0] == codes[5]  # one name, one code

@@ -522,8 +522,7 @@ class DataIdentity(Rule):
             return []
         # only a position fed twice can disagree, and it does iff its smallest and
         # largest fingerprints differ: a scatter per slot, not a sort of every sample
-        rows, slots = fed.fed_twice()
-        fp = fed.fingerprint(rows)
+        rows, slots, fp = fed.fed_twice()
         low = np.full(int(slots.max()) + 1 if slots.size else 0, np.iinfo(np.int64).max)
         high = np.full(low.size, np.iinfo(np.int64).min)
         np.minimum.at(low, slots, fp)
@@ -776,11 +775,11 @@ def _duplicate_candidates(
             rows = np.flatnonzero(kept) + chunk.lo
             found.append(rows[_member(_mixed(chunk, stream, kept), again)])
         return np.concatenate(found)
-    twice, _ = fed.fed_twice(judged.mask_keys)
-    twice = twice[mask[twice]]
-    if twice.size == 0:
-        return twice
-    contents = np.unique(fed.fingerprint(twice))
+    twice, _, fed_fp = fed.fed_twice(judged.mask_keys)
+    kept = mask[twice]
+    if not kept.any():
+        return np.empty(0, dtype=np.int64)
+    contents = np.unique(fed_fp[kept])
     found = [np.empty(0, dtype=np.int64)]
     for chunk in fed.chunks():
         hit = mask[chunk.rows] & _member(chunk.fingerprint, contents)
