@@ -63,14 +63,26 @@ class PollCost:
 
 
 def run(
-    config: SynthConfig, at: list[int], every: list[int], polls: int, root: Path
+    config: SynthConfig,
+    at: list[int],
+    every: list[int],
+    polls: int,
+    root: Path,
+    profile: Path | None = None,
 ) -> tuple[list[PollCost], float]:
     """Write the run, following it around each sample point, a follower per poll interval
-    in ``every``, all in one process on the same steps; (polls, writer CPU s)."""
+    in ``every``, all in one process on the same steps; (polls, writer CPU s).
+
+    ``profile``: a folder where each follower's polls after attaching are profiled
+    (``cProfile``), one ``poll_<point>_every_<interval>.prof`` each; the profiler's
+    overhead is in the CPU measured then."""
+    import cProfile
+
     from ftaudit.synth import synthesize
     from ftaudit.verifier.online import OnlineVerifier
 
     out: list[PollCost] = []
+    profilers: dict[tuple[int, int], cProfile.Profile] = {}
     # (point, interval) -> (verifier, polls left); a poll runs alone, so its CPU is its own
     followers: dict[tuple[int, int], tuple[OnlineVerifier, int]] = {}
 
@@ -79,12 +91,19 @@ def run(
             for interval in every:
                 online = OnlineVerifier(root / "run", since_step=step - interval)
                 followers[(step, interval)] = (online, polls)
+                if profile is not None:
+                    profilers[(step, interval)] = cProfile.Profile()
         for (point, interval), (online, left) in list(followers.items()):
             if step % interval:
                 continue
+            profiler = profilers.get((point, interval)) if left < polls else None
+            if profiler is not None:
+                profiler.enable()
             started = time.process_time()
             poll = online.poll()
             cpu = time.process_time() - started
+            if profiler is not None:
+                profiler.disable()
             if poll.judged is not None:
                 first, last = poll.judged
                 out.append(
@@ -104,6 +123,8 @@ def run(
             if left <= 0:
                 online.close()
                 del followers[(point, interval)]
+                if profiler is not None:
+                    profiler.dump_stats(profile / f"poll_{point}_every_{interval}.prof")
             else:
                 followers[(point, interval)] = (online, left)
 
@@ -224,6 +245,12 @@ def main() -> None:
         default=None,
         help="write the run into KEEP/run and keep it (to profile polls on the same files)",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="profile each follower's polls after attaching (cProfile), one file each, here",
+    )
     parser.add_argument("--plot-only", action="store_true")
     args = parser.parse_args()
     if args.plot_only:
@@ -241,12 +268,14 @@ def main() -> None:
     wall = time.perf_counter()
     if args.work is not None:
         args.work.mkdir(parents=True, exist_ok=True)
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=False)  # never into another run
-        polls, writer_cpu = run(config, at, every, args.polls, args.keep)
+        polls, writer_cpu = run(config, at, every, args.polls, args.keep, args.profile)
     else:
         with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-            polls, writer_cpu = run(config, at, every, args.polls, Path(tmp))
+            polls, writer_cpu = run(config, at, every, args.polls, Path(tmp), args.profile)
     wall = time.perf_counter() - wall
     points = summarize(polls, args.step_s)
     summary = {

@@ -5,6 +5,7 @@ it has two intervals), and its cost model recovers a known line."""
 from __future__ import annotations
 
 import json
+import pstats
 from pathlib import Path
 from types import ModuleType
 
@@ -20,6 +21,7 @@ def _online_bench() -> ModuleType:
 def test_online_bench_follows_each_interval_at_a_tiny_size(tmp_path: Path) -> None:
     args = ["--steps", "70", "--cells", "2", "--buffer-size", "4096", "--samples-per-step", "64"]
     args += ["--at", "10,20", "--every", "5,10", "--polls", "3", "--out", str(tmp_path)]
+    args += ["--profile", str(tmp_path / "profiles")]
     done = run_benchmark("online_bench.py", args)
     assert "polling every 10: last / first sample point" in done.stdout, done.stdout
     summary = json.loads((tmp_path / "online_bench.json").read_text())["summary"]
@@ -29,6 +31,12 @@ def test_online_bench_follows_each_interval_at_a_tiny_size(tmp_path: Path) -> No
         assert row["polls"] == 2  # the first of the 3 polls loads the window: reported apart
         assert row["steps_per_poll"] == every
     assert [m["point"] for m in summary["cost_model"]] == [10, 20]
+    # one profile per follower, of its polls after attaching
+    for every, point in rows:
+        stats = pstats.Stats(str(tmp_path / "profiles" / f"poll_{point}_every_{every}.prof"))
+        calls = stats.stats  # (file, line, function) -> (primitive calls, calls, ...)
+        polled = [f for f in calls if f[2] == "poll" and f[0].endswith("online.py")]
+        assert [calls[f][1] for f in polled] == [2]
 
 
 def test_cost_model_recovers_a_fixed_and_a_per_step_part() -> None:
