@@ -4,6 +4,7 @@ the full reader, the incremental reader and the resume index all use."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
 from ftaudit.eventlog import ResumeIndex, is_run, list_segments, scan_run
-from ftaudit.eventlog.rundir import EVENTS_DIR, segment_path
+from ftaudit.eventlog.rundir import EVENTS_DIR, SegmentFile, covered, segment_path
 from ftaudit.synth import synthesize
 from ftaudit.verifier.incremental import select
 from tests.support.synth_runs import small_synth
@@ -155,3 +156,26 @@ def test_a_listing_that_reuses_the_last_one_lists_what_a_fresh_one_does(
     os.symlink(segments[-2], last)
     with pytest.raises(CorruptSegmentError, match="symbolic link"):
         list_segments(run, before=before)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_covered_is_every_segment_another_merged_range_holds(seed: int) -> None:
+    # random merged ranges (nested, overlapping, sharing a start) and single flushes
+    rng = random.Random(seed)
+    ranges = {(a, a + rng.randrange(1, 40)) for a in rng.sample(range(200), 12)}
+    ranges |= {(a, b + rng.randrange(1, 9)) for a, b in rng.sample(sorted(ranges), 3)}
+    flushes = set(rng.sample(range(260), 40))
+    files = [SegmentFile(Path(f"{a}-{b}"), "w", a, b) for a, b in sorted(ranges)]
+    files += [SegmentFile(Path(str(a)), "w", a) for a in sorted(flushes)]
+    rng.shuffle(files)
+    want = {
+        f.path
+        for f in files
+        if any(
+            a <= f.first_seq
+            and (f.last_seq or f.first_seq) <= b
+            and (a, b) != (f.first_seq, f.last_seq)
+            for a, b in ranges
+        )
+    }
+    assert covered(files) == want

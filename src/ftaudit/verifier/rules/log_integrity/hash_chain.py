@@ -3,6 +3,8 @@ log still ends, with the same digest, at every head a record vouched for."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -106,6 +108,9 @@ def _heads_match(
         for part in info.meta.parts:  # the originals a compacted segment holds
             ends[(info.meta.writer, part.last_seq)] = (info, part.digest)
         ends[(info.meta.writer, info.meta.last_seq)] = (info, info.meta.head_digest)
+    inside = inside_a_segment(
+        {w: [(i.meta.first_seq, i.meta.last_seq) for i in infos] for w, infos in by_writer.items()}
+    )
     out = []
     seen: set[tuple[str, int, str]] = set()
     for h in heads:
@@ -116,11 +121,7 @@ def _heads_match(
         where = Location(incarnation=h.incarnation, writer=h.writer)
         if end is None:
             # a seq inside a segment: re-cut; beyond them all: a truncated tail (sequences.py)
-            inside = any(
-                i.meta.first_seq <= h.last_seq < i.meta.last_seq
-                for i in by_writer.get(h.writer, ())
-            )
-            if inside:
+            if inside(h.writer, h.last_seq):
                 out.append(
                     rule.violation(
                         f"writer {h.writer} has no segment ending at seq {h.last_seq}, "
@@ -145,6 +146,26 @@ def _heads_match(
                 )
             )
     return out
+
+
+def inside_a_segment(ranges: dict[str, list[tuple[int, int]]]) -> Callable[[str, int], bool]:
+    """Whether a writer's sequence number lies inside one of its segments, before its last
+    (``first_seq <= seq < last_seq``); ``ranges``: each writer's segments as
+    ``(first_seq, last_seq)``. Found by a search: a follower's window at step 100,000 is
+    judged against every head of 1,000 checkpoints, and looking through the writer's
+    segments for each cost a poll 40 ms."""
+    firsts: dict[str, list[int]] = {}
+    reach: dict[str, list[int]] = {}  # the farthest last_seq of the segments so far
+    for writer, spans in ranges.items():
+        ordered = sorted(spans)
+        firsts[writer] = [a for a, _ in ordered]
+        reach[writer] = list(itertools.accumulate((b for _, b in ordered), max))
+
+    def test(writer: str, seq: int) -> bool:
+        k = bisect.bisect_right(firsts.get(writer, ()), seq) - 1
+        return k >= 0 and reach[writer][k] > seq
+
+    return test
 
 
 def _stripped_digests(
