@@ -118,7 +118,6 @@ def _heads_match(
             continue
         seen.add((h.writer, h.last_seq, h.digest))
         end = ends.get((h.writer, h.last_seq))
-        where = Location(incarnation=h.incarnation, writer=h.writer)
         if end is None:
             # a seq inside a segment: re-cut; beyond them all: a truncated tail (sequences.py)
             if inside(h.writer, h.last_seq):
@@ -128,7 +127,7 @@ def _heads_match(
                         f"where {h.record} recorded its chain head: its segments were "
                         "rewritten after that record",
                         kind="rewritten_after_checkpoint",
-                        location=where,
+                        location=Location(incarnation=h.incarnation, writer=h.writer),
                     )
                 )
         elif end[1] != h.digest:
