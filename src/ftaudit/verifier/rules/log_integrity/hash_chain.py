@@ -111,10 +111,15 @@ def _heads_match(
     inside = inside_a_segment(
         {w: [(i.meta.first_seq, i.meta.last_seq) for i in infos] for w, infos in by_writer.items()}
     )
+    # a head below a writer's loaded segments can neither match nor fall inside one: an
+    # online window is judged against every head of the run's history, nearly all of them
+    lowest = {w: min(i.meta.first_seq for i in infos) for w, infos in by_writer.items()}
     out = []
     seen: set[tuple[str, int, str]] = set()
     for h in heads:
-        if not h.digest or (h.writer, h.last_seq, h.digest) in seen:
+        if not h.digest or h.last_seq < lowest.get(h.writer, h.last_seq + 1):
+            continue
+        if (h.writer, h.last_seq, h.digest) in seen:
             continue
         seen.add((h.writer, h.last_seq, h.digest))
         end = ends.get((h.writer, h.last_seq))
