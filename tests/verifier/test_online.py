@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ftaudit.eventlog import scan_run
+from ftaudit.eventlog.load import new_columns, unified_schema
+from ftaudit.eventlog.reader import RunScan
+from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import list_segments
 from ftaudit.eventlog.views import SEGMENTS
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
@@ -194,6 +198,30 @@ def test_a_moved_window_holds_and_judges_what_a_fresh_load_does(
     assert opened <= 4  # moved, not reloaded: new columns (a checkpoint's) or a head re-read
     assert BUGS_BY_NAME[bug].rule in found
     assert (cut >= 3) if roll else not cut
+
+
+def test_a_moved_window_takes_in_the_columns_its_new_segments_bring(tmp_path: Path) -> None:
+    """Segments new to a window may hold a column its table lacks (a writer's first roll
+    merges the flushes that declared its parameters, long before a late window began):
+    the table is widened, and the type views the rules read, and the report, are a
+    fresh load's."""
+    run_dir = synthesize(tmp_path / "run", SMALL).run_dir
+    whole = scan_run(run_dir)
+    late = tuple(i for i in whole.segments if "parameter_manifest" not in i.meta.types)
+    first = RunScan(run_dir, late, ())
+    with Session.open(run_dir, scan=first) as moved, Session.open(run_dir, scan=whole) as fresh:
+        added = new_columns(whole, moved.schema)
+        assert added and all(f.name.startswith("parameter_manifest.") for f in added)
+        assert moved.move(whole)
+        # the table's columns, then the new ones: rows join it by position
+        assert moved.schema.names == [*unified_schema(first).names, *(f.name for f in added)]
+        for event_type in default_registry:
+            query = f"SELECT * FROM {event_type.name} ORDER BY writer, seq"
+            assert moved.query(query).to_pylist() == fresh.query(query).to_pylist()
+        rules = select_rules()
+        assert _as_polled(check_session(moved, rules, None, None, (), NO_ANCHORS)) == _as_polled(
+            check_session(fresh, rules, None, None, (), NO_ANCHORS)
+        )
 
 
 @pytest.mark.slow

@@ -29,12 +29,19 @@ def _duckdb_types(con: duckdb.DuckDBPyConnection, arrow: list[pa.DataType]) -> l
 
 
 def _type_views(
-    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry
+    con: duckdb.DuckDBPyConnection,
+    scan: RunScan,
+    registry: EventRegistry,
+    columns: pa.Schema | None = None,
 ) -> dict[str, str]:
-    """``{view name: SELECT}`` for every registered type and every type found on disk."""
-    # once per shape: the segments of one shape share their interned schema
-    shapes = {id(s.schema): s.schema for s in scan.segments}.values()
-    present = {f.name: f.type for schema in shapes for f in schema}
+    """``{view name: SELECT}`` for every registered type and every type found on disk;
+    ``columns``: the loaded table's (by default, those of the scan's segments)."""
+    if columns is None:
+        # once per shape: the segments of one shape share their interned schema
+        shapes = {id(s.schema): s.schema for s in scan.segments}.values()
+        present = {f.name: f.type for schema in shapes for f in schema}
+    else:
+        present = {f.name: f.type for f in columns}
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     # no segment has these fields yet (or any more): each becomes a typed NULL column
     absent = {
@@ -181,6 +188,26 @@ def create_views(
     for name, select in DATA_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
     return schema
+
+
+def widen(
+    con: duckdb.DuckDBPyConnection,
+    scan: RunScan,
+    registry: EventRegistry,
+    schema: pa.Schema,
+    fields: list[pa.Field],
+) -> pa.Schema:
+    """Add ``fields`` to the loaded table (NULL in its rows), after its columns of
+    ``schema``, and point the type views at them; returns the table's new schema.
+
+    ``scan``: the segments the table holds or is about to (the types they name)."""
+    types = _duckdb_types(con, [f.type for f in fields])
+    for field, duck in zip(fields, types, strict=True):
+        con.execute(f"ALTER TABLE {SEGMENTS} ADD COLUMN {ident(field.name)} {duck}")
+    widened = pa.schema([*schema, *fields])
+    for name, select in _type_views(con, scan, registry, widened).items():
+        con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS {select}")
+    return widened
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

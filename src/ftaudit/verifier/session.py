@@ -28,12 +28,12 @@ from ftaudit.errors import (
 from ftaudit.eventlog.arrays import string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
-from ftaudit.eventlog.load import FILENAME, conformed_batches, fits
+from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
-from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down
+from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down, widen
 from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WITNESS_WINDOW, Kept
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
@@ -168,10 +168,13 @@ class Session:
         """Make the loaded rows those of ``scan`` (of the ``kept`` segments, only those
         rows, as in :meth:`open`), reading only the segments not loaded yet (``footers``:
         those parsed before, by path); an online verifier's window moving along a live
-        run. A loaded segment of which fewer rows are kept now loses the others. Returns
-        False, changing nothing, when the new segments hold a column the table lacks or
-        a loaded segment is now needed with rows it was loaded without: the caller opens
-        a new session. Raises ``UnusableInputError`` as :meth:`open` does.
+        run. A loaded segment of which fewer rows are kept now loses the others; a column
+        the new segments bring is added to the table (a writer's first roll merges its
+        first flushes, whose columns a late window may not hold: opening the session
+        again cost that poll 1.5 s). Returns False, changing nothing, when a new segment
+        types a column otherwise than the table or a loaded segment is now needed with
+        rows it was loaded without: the caller opens a new session. Raises
+        ``UnusableInputError`` as :meth:`open` does.
         """
         self.added, self._added_from = None, frozenset()
         loaded = {str(i.path) for i in self.scan.segments}
@@ -187,10 +190,13 @@ class Session:
                     return False  # rows it was loaded without
                 shrunk[path] = now
         outgrown = self.one_thread and not _one_thread(scan)  # its threads are locked
-        if not fits(new, self.schema) or outgrown:
+        added = new_columns(new, self.schema)
+        if added is None or outgrown:
             return False
         check_types(new, self.registry)
         try:
+            if added:
+                self.schema = widen(self.con, scan, self.registry, self.schema, added)
             staged = {p: k for p, k in partial.items() if p not in loaded}
             rows = self._stage(new, staged, footers) if new.segments else None
             gone = sorted(loaded - wanted.keys())
