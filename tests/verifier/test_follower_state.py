@@ -65,6 +65,21 @@ def test_a_window_that_outgrew_one_thread_is_opened_on_all_threads(
         assert not session.one_thread and _threads(session) == default
 
 
+def test_a_segment_kept_in_part_counts_the_rows_from_its_window_on(run_dir: Path) -> None:
+    # a late window keeps a few rows of a long segment: counted whole, a follower that
+    # attached with one thread opened its window again at the writers' first roll
+    info = max(scan_run(run_dir).segments, key=lambda i: i.meta.last_seq - i.meta.first_seq)
+    first, last, rows = info.meta.first_seq, info.meta.last_seq, info.num_rows
+    half = (first + last) // 2
+    assert session_module._rows_kept(info, None) == rows
+    assert session_module._rows_kept(info, HEAD_ONLY) == 0  # head rows: few
+    assert session_module._rows_kept(info, WINDOW_ONLY) == rows
+    share = rows * (last - half + 1) // (last - first + 1)
+    assert 0 < share < rows
+    assert session_module._rows_kept(info, Kept(head_from=0, whole_from=half)) == share
+    assert session_module._rows_kept(info, Kept(0, half, last + 5)) == share
+
+
 class _Counting(FooterCache):
     looked: list[Path]
 

@@ -242,8 +242,8 @@ class OnlineVerifier:
         """The session holding ``scan``'s rows, and how many segments this poll read.
 
         The session of the previous poll is moved along (the segments that left the
-        window dropped, only the new ones read); a new one is opened on the first poll,
-        and when the new segments bring a column the loaded table lacks.
+        window dropped, only the new ones read, the columns they bring added); a new one
+        is opened on the first poll, and where :meth:`Session.move` cannot move it.
         """
         old = self._session
         if old is not None:
