@@ -21,9 +21,11 @@ step, and how late (that many steps) a bad step is then found.
 
 Run: ``.venv/bin/python benchmarks/online_bench.py [--steps 10000 --at 100,1000,10000]
 [--every 10,50]
-[--out benchmarks/results] [--work DIR | --keep DIR]``; ``--plot-only`` redraws the PNG
-from the JSON (needs matplotlib: the ``bench`` extra). ``--keep`` leaves the run on disk,
-to profile a poll early and late on the same files.
+[--out benchmarks/results] [--work DIR | --keep DIR] [--profile DIR]``; ``--plot-only``
+redraws the PNG from the JSON (needs matplotlib: the ``bench`` extra). ``--keep`` leaves
+the run on disk; ``--profile`` writes each follower's polls after attaching as a cProfile
+file (the profiler's overhead is then in the CPU measured, most in loops of many small
+Python calls: compare the profiles, not those figures).
 """
 
 from __future__ import annotations
