@@ -29,19 +29,11 @@ def _duckdb_types(con: duckdb.DuckDBPyConnection, arrow: list[pa.DataType]) -> l
 
 
 def _type_views(
-    con: duckdb.DuckDBPyConnection,
-    scan: RunScan,
-    registry: EventRegistry,
-    columns: pa.Schema | None = None,
+    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry, columns: pa.Schema
 ) -> dict[str, str]:
     """``{view name: SELECT}`` for every registered type and every type found on disk;
-    ``columns``: the loaded table's (by default, those of the scan's segments)."""
-    if columns is None:
-        # once per shape: the segments of one shape share their interned schema
-        shapes = {id(s.schema): s.schema for s in scan.segments}.values()
-        present = {f.name: f.type for schema in shapes for f in schema}
-    else:
-        present = {f.name: f.type for f in columns}
+    ``columns``: the loaded table's."""
+    present = {f.name: f.type for f in columns}
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     # no segment has these fields yet (or any more): each becomes a typed NULL column
     absent = {
@@ -178,7 +170,7 @@ def create_views(
         con.execute("RESET preserve_insertion_order")
     envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
     con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
-    for name, select in _type_views(con, scan, registry).items():
+    for name, select in _type_views(con, scan, registry, schema).items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
     for name, select in DERIVED_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")

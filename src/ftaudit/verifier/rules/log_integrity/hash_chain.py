@@ -116,15 +116,10 @@ def _heads_match(
     inside = inside_a_segment(
         {w: [(i.meta.first_seq, i.meta.last_seq) for i in infos] for w, infos in by_writer.items()}
     )
-    # a head below a writer's loaded segments can neither match nor fall inside one: an
-    # online window is judged against every head of the run's history, nearly all of them
-    lowest = {w: min(i.meta.first_seq for i in infos) for w, infos in by_writer.items()}
     out = []
     seen: set[tuple[str, int, str]] = set()
     for h in heads:
-        if not h.digest or h.last_seq < lowest.get(h.writer, h.last_seq + 1):
-            continue
-        if (h.writer, h.last_seq, h.digest) in seen:
+        if not h.digest or (h.writer, h.last_seq, h.digest) in seen:
             continue
         seen.add((h.writer, h.last_seq, h.digest))
         end = ends.get((h.writer, h.last_seq))
@@ -160,9 +155,9 @@ def _heads_match(
 def inside_a_segment(ranges: dict[str, list[tuple[int, int]]]) -> Callable[[str, int], bool]:
     """Whether a writer's sequence number lies inside one of its segments, before its last
     (``first_seq <= seq < last_seq``); ``ranges``: each writer's segments as
-    ``(first_seq, last_seq)``. Found by a search: a follower's window at step 100,000 is
-    judged against every head of 1,000 checkpoints, and looking through the writer's
-    segments for each cost a poll 40 ms."""
+    ``(first_seq, last_seq)``. Found by a search, not by a look through all the writer's
+    segments for every head that ends none: a whole run holds hundreds of segments a
+    writer and a head for every writer at each of its checkpoints."""
     firsts: dict[str, list[int]] = {}
     reach: dict[str, list[int]] = {}  # the farthest last_seq of the segments so far
     for writer, spans in ranges.items():
