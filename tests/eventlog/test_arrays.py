@@ -1,7 +1,7 @@
 """The pandas-free Arrow <-> numpy helpers agree with pyarrow's own conversions (the list
-helpers with ``pyarrow.compute``'s),
-``unique_sorted`` with ``np.unique``, ``in_sorted`` with ``np.isin``, and a column converted
-once per run of repeats with the same column converted value by value."""
+helpers with ``pyarrow.compute``'s), ``unique_sorted`` with ``np.unique``,
+``concat_ranges`` with concatenated ``np.arange``, ``in_sorted`` with ``np.isin``, and a
+column converted once per run of repeats with the same column converted value by value."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from ftaudit.eventlog import IntRuns
 from ftaudit.eventlog.arrays import (
+    concat_ranges,
     consecutive_repeats,
     constant_strings,
     in_sorted,
@@ -51,6 +52,32 @@ def test_unique_sorted_is_np_unique(values: list[int]) -> None:
     arr = np.asarray(values, dtype=np.int64)
     found = unique_sorted(arr)
     assert found.dtype == np.int64 and found.tolist() == np.unique(arr).tolist()
+
+
+@pytest.mark.parametrize(
+    ("starts", "lengths"),
+    [
+        ([], []),
+        ([5], [0]),
+        ([0, 0], [0, 0]),
+        ([3, -2, 10], [2, 0, 3]),
+        ([7, 7, 7], [1, 2, 3]),
+        ([-5, 100, 0, 2**40], [4, 1, 0, 2]),
+    ],
+)
+def test_concat_ranges_is_concatenated_aranges(starts: list[int], lengths: list[int]) -> None:
+    want = [v for s, n in zip(starts, lengths, strict=True) for v in range(s, s + n)]
+    got = concat_ranges(np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+    assert got.dtype == np.int64
+    assert got.tolist() == want
+
+
+def test_concat_ranges_agrees_on_many_runs() -> None:
+    rng = np.random.default_rng(7)
+    starts = rng.integers(-(10**9), 10**9, 500)
+    lengths = rng.integers(0, 50, 500)
+    want = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)])
+    assert np.array_equal(concat_ranges(starts, lengths), want)
 
 
 def test_consecutive_repeats_are_runs_of_one_object() -> None:

@@ -92,8 +92,12 @@ def test_chunks_and_lookups_spell_out_each_sample_from_its_run(
         assert fed.key_positions(k).tolist() == np.unique(position[key == k]).tolist()
 
 
+@pytest.mark.parametrize("chunk", [1, 4, 1 << 20])
 @pytest.mark.parametrize("seed", range(20))
-def test_fed_twice_is_every_sample_at_a_repeated_position(seed: int) -> None:
+def test_fed_twice_is_every_sample_at_a_repeated_position(
+    seed: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fed_module, "CHUNK", chunk)
     rng = np.random.default_rng(seed)
     n_keys = 5
     runs = _random_runs(rng, n_keys)
@@ -104,8 +108,18 @@ def test_fed_twice_is_every_sample_at_a_repeated_position(seed: int) -> None:
         selected = np.ones(len(fed), bool) if keys is None else keys[key]
         counts = np.bincount(position[selected], minlength=80)
         want = np.flatnonzero(selected & (counts[position] >= 2))
-        samples, slots, fingerprints = fed.fed_twice(keys)
-        assert samples.tolist() == want.tolist()
+        chunks = list(fed.fed_twice(keys))
+        for samples, slots, _ in chunks:
+            assert samples.tolist() == sorted(samples.tolist())
+            assert len(set(slots.tolist())) <= 2 * chunk  # pieces of CHUNK, gathered to CHUNK
+            assert set(slots.tolist()) == set(range(slots.min(), slots.max() + 1))
+        # a position's samples all in one chunk: no position in two
+        held = [set(position[s].tolist()) for s, _, _ in chunks]
+        assert sum(map(len, held)) == len(set().union(*held))
+        samples, slots, fingerprints = (
+            np.concatenate([c[i] for c in chunks] + [np.empty(0, np.int64)]) for i in range(3)
+        )
+        assert sorted(samples.tolist()) == want.tolist()
         assert fingerprints.tolist() == fed.fingerprint(samples).tolist()
         # equal slots iff equal positions
         pairs = set(zip(slots.tolist(), position[samples].tolist(), strict=True))

@@ -23,7 +23,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from ftaudit.errors import UnsupportedAnnotation
-from ftaudit.eventlog.arrays import consecutive_repeats
+from ftaudit.eventlog.arrays import concat_ranges, consecutive_repeats
 from ftaudit.eventlog.intruns import IntRuns
 
 _PRIMITIVES: dict[Any, pa.DataType] = {
@@ -168,8 +168,7 @@ def pairs_to_arrow(
             np.fromiter(map(len, heads), dtype=np.int64, count=len(heads))[:-1], out=head_starts[1:]
         )
         # row i's keys are its head's, from where that head's keys start
-        shift = np.repeat(head_starts[index] - offsets[:-1], lengths)
-        keys = head_keys.take(pa.array(shift + np.arange(int(offsets[-1]), dtype=np.int64)))
+        keys = head_keys.take(pa.array(concat_ranges(head_starts[index], lengths)))
     return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=arrow_type(ann))
 
 

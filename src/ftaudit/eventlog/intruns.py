@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ftaudit.eventlog.arrays import unique_sorted
+from ftaudit.eventlog.arrays import concat_ranges, unique_sorted
 
 
 def _ints(name: str, values: Any) -> list[int]:
@@ -137,12 +137,7 @@ class IntRuns:
 
     def to_array(self) -> np.ndarray:
         """The values as an int64 array, in stored order."""
-        if not self.starts:
-            return np.empty(0, dtype=np.int64)
-        lengths = np.asarray(self.lengths, dtype=np.int64)
-        starts = np.asarray(self.starts, dtype=np.int64)
-        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-        return offsets + np.arange(int(lengths.sum()), dtype=np.int64)
+        return concat_ranges(self.starts, self.lengths)
 
     def to_list(self) -> list[int]:
         return self.to_array().tolist()

@@ -8,6 +8,7 @@ records. Nothing here judges: :mod:`ftaudit.verifier.rules.ft008_data_identity` 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -15,7 +16,13 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values, unique_sorted
+from ftaudit.eventlog.arrays import (
+    concat_ranges,
+    int64_numpy,
+    list_lengths,
+    list_values,
+    unique_sorted,
+)
 from ftaudit.verifier.context import RunContext, StepKey
 from ftaudit.verifier.spans import multiply_covered
 
@@ -140,14 +147,14 @@ class FedSamples:
             if in_order:
                 fingerprint, claimed = self.read_fingerprint[rows], self.read_claimed_item[rows]
             else:
-                stored = _expand(runs.stored[r] + a - first, count)
+                stored = concat_ranges(runs.stored[r] + a - first, count)
                 fingerprint = self.read_fingerprint[stored]
                 claimed = (
                     self.read_claimed_item[rows] if unclaimed else self.read_claimed_item[stored]
                 )
             yield FedChunk(
                 lo,
-                _expand(runs.start[r] + a - first, count),
+                concat_ranges(runs.start[r] + a - first, count),
                 fingerprint,
                 claimed,
                 np.repeat(runs.key[r], count),
@@ -158,23 +165,27 @@ class FedSamples:
         """The distinct positions attempt ``keys[key]`` fed, ascending."""
         runs = self.runs
         a, b = np.searchsorted(runs.key, [key, key + 1], side="left").tolist()
-        return unique_sorted(_expand(runs.start[a:b], runs.length[a:b]))
+        return unique_sorted(concat_ranges(runs.start[a:b], runs.length[a:b]))
 
     def fed_twice(
         self, keys: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The samples at positions that two or more runs fed, a slot per sample, and
-        the fingerprints they fed.
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The samples at positions that two or more runs fed, with a slot per sample and
+        the fingerprints they fed, about :data:`CHUNK` positions at a time.
 
-        Returns ``(samples, slots, fingerprints)``: the samples' indices (ascending); for
-        each, its position numbered densely among the positions fed twice (two samples
-        share a slot iff they share a position), so per-position questions are a scatter
-        into ``slots.max() + 1`` cells, not a sort; and what :meth:`fingerprint` gives for
-        them, read through the runs found here (a search of every sample's run among all
-        runs cost FT008 0.5 s at 8 M samples fed twice). Only runs of the attempts where ``keys``
-        (a mask over :attr:`keys`) is True count, and only their samples are returned.
-        Every position fed more than once lies in such a run, so a check of repeated
-        positions may look at these alone.
+        Yields ``(samples, slots, fingerprints)``: the samples' indices (ascending within
+        a chunk, every sample of a position in the same chunk); for each, its position
+        numbered densely among the positions fed twice (two samples share a slot iff they
+        share a position; a chunk's slots are one contiguous range), so per-position
+        questions are a scatter, not a sort; and what :meth:`fingerprint` gives for them,
+        read through the runs found here. Only runs of the attempts where ``keys`` (a
+        mask over :attr:`keys`) is True count, and only their samples are returned. Every
+        position fed more than once lies in such a run, so a check of repeated positions
+        may look at these alone.
+
+        A chunk at a time because fresh memory is what these arrays cost: all 8 M samples
+        fed twice of the largest benchmark run at once touched 67,000 new pages (0.8 s of
+        system time in a process that holds the loaded run).
         """
         runs = self.runs
         chosen = np.ones(runs.key.size, dtype=bool) if keys is None else keys[runs.key]
@@ -183,28 +194,33 @@ class FedSamples:
         end = start + length
         twice = multiply_covered(start, end)
         if not twice:
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty, empty
-        # each run against the spans fed twice that it overlaps
-        lo = np.searchsorted(twice.ends, start, side="right")
-        count = np.maximum(np.searchsorted(twice.starts, end, side="left") - lo, 0)
-        run = np.repeat(np.arange(start.size), count)
-        span = lo[run] + np.arange(run.size) - np.repeat(np.cumsum(count) - count, count)
-        a = np.maximum(start[run], twice.starts[span])
-        b = np.minimum(end[run], twice.ends[span])
-        slot_base = np.concatenate(([0], np.cumsum(twice.ends - twice.starts)[:-1]))
-        # runs are in sample order and a run's pieces ascend: the samples come out sorted
-        samples = _expand(first[run] + a - start[run], b - a)
-        slots = _expand(slot_base[span] + a - twice.starts[span], b - a)
-        fingerprints = self.read_fingerprint[_expand(stored[run] + a - start[run], b - a)]
-        return samples, slots, fingerprints
-
-
-def _expand(firsts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concat(arange(f, f + n) for f, n in zip(firsts, lengths))`` in one numpy pass."""
-    total = int(lengths.sum())
-    offsets = np.repeat(firsts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    return offsets + np.arange(total, dtype=np.int64)
+            return
+        # the spans fed twice cut into pieces of at most CHUNK positions, grouped in order
+        # into chunks of CHUNK positions or a little more
+        size = CHUNK  # read at each call: a test may make it tiny
+        cuts = -((twice.starts - twice.ends) // size)  # pieces per span, rounded up
+        offset = concat_ranges(np.zeros(cuts.size, dtype=np.int64), cuts) * size
+        piece_start = np.repeat(twice.starts, cuts) + offset
+        piece_end = np.minimum(piece_start + size, np.repeat(twice.ends, cuts))
+        slot_base = _exclusive_sum(piece_end - piece_start)
+        group = slot_base // size
+        bounds = np.flatnonzero(np.diff(group, prepend=-1, append=group[-1] + 1)).tolist()
+        for p0, p1 in itertools.pairwise(bounds):
+            ps, pe, base = piece_start[p0:p1], piece_end[p0:p1], slot_base[p0:p1]
+            # each run against the pieces it overlaps; runs are in sample order and a
+            # run's pieces ascend: the samples come out sorted
+            lo = np.searchsorted(pe, start, side="right")
+            count = np.maximum(np.searchsorted(ps, end, side="left") - lo, 0)
+            hit = np.flatnonzero(count)
+            count = count[hit]
+            run = np.repeat(hit, count)
+            piece = concat_ranges(lo[hit], count)
+            a = np.maximum(start[run], ps[piece])
+            b = np.minimum(end[run], pe[piece])
+            samples = concat_ranges(first[run] + a - start[run], b - a)
+            slots = concat_ranges(base[piece] + a - ps[piece], b - a)
+            fingerprints = self.read_fingerprint[concat_ranges(stored[run] + a - start[run], b - a)]
+            yield samples, slots, fingerprints
 
 
 @dataclass(frozen=True)

@@ -522,13 +522,16 @@ class DataIdentity(Rule):
             return []
         # only a position fed twice can disagree, and it does iff its smallest and
         # largest fingerprints differ: a scatter per slot, not a sort of every sample
-        rows, slots, fp = fed.fed_twice()
-        low = np.full(int(slots.max()) + 1 if slots.size else 0, np.iinfo(np.int64).max)
-        high = np.full(low.size, np.iinfo(np.int64).min)
-        np.minimum.at(low, slots, fp)
-        np.maximum.at(high, slots, fp)
-        rows = rows[(low != high)[slots]]
-        del fp, slots, low, high
+        disagree = [np.empty(0, dtype=np.int64)]
+        for rows, slots, fp in fed.fed_twice():
+            local = slots - slots.min()  # a chunk's slots are one range
+            low = np.full(int(local.max()) + 1, np.iinfo(np.int64).max)
+            high = np.full(low.size, np.iinfo(np.int64).min)
+            np.minimum.at(low, local, fp)
+            np.maximum.at(high, local, fp)
+            disagree.append(rows[(low != high)[local]])
+        # every sample of a position lies in one chunk, in logging order there
+        rows = np.concatenate(disagree)
         # the disagreeing samples by position, each position's in logging order
         at = fed.position(rows)
         by_position = np.argsort(at, kind="stable")
@@ -775,11 +778,14 @@ def _duplicate_candidates(
             rows = np.flatnonzero(kept) + chunk.lo
             found.append(rows[_member(_mixed(chunk, stream, kept), again)])
         return np.concatenate(found)
-    twice, _, fed_fp = fed.fed_twice(judged.mask_keys)
-    kept = mask[twice]
-    if not kept.any():
+    contents = unique_sorted(
+        np.concatenate(
+            [np.empty(0, dtype=np.int64)]
+            + [unique_sorted(fp[mask[twice]]) for twice, _, fp in fed.fed_twice(judged.mask_keys)]
+        )
+    )
+    if not contents.size:
         return np.empty(0, dtype=np.int64)
-    contents = np.unique(fed_fp[kept])
     found = [np.empty(0, dtype=np.int64)]
     for chunk in fed.chunks():
         hit = mask[chunk.rows] & _member(chunk.fingerprint, contents)
