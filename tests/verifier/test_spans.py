@@ -55,11 +55,51 @@ def test_few_spans_combine_as_numpy_does(a: set[int], b: set[int]) -> None:
         assert small.starts.dtype == large.starts.dtype == np.int64
 
 
+raw_spans = st.lists(
+    st.tuples(st.integers(min_value=-5, max_value=30), st.integers(min_value=-5, max_value=30)),
+    max_size=9,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw_spans)
+def test_few_spans_normalise_as_numpy_does(pairs: list[tuple[int, int]]) -> None:
+    """``Spans.of`` on a few unsorted, overlapping, touching or empty spans: the Python
+    path's canonical arrays are the numpy path's, and hold the members of the spans."""
+    starts = np.asarray([s for s, _ in pairs], dtype=np.int64)
+    ends = np.asarray([e for _, e in pairs], dtype=np.int64)
+    small = Spans.of(starts, ends)
+    saved, spans.SMALL = spans.SMALL, -1
+    try:
+        large = Spans.of(starts, ends)
+    finally:
+        spans.SMALL = saved
+    assert small == large
+    assert small.starts.dtype == small.ends.dtype == np.int64
+    assert _set(small) == {i for s, e in pairs for i in range(s, e)}
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 50), st.integers(0, 12), st.integers(1, 12))
 def test_modulo_matches_ring_arithmetic(start: int, count: int, ring: int) -> None:
     spans = Spans.of([start], [start + count])
     assert _set(spans.modulo(ring)) == {p % ring for p in range(start, start + count)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.integers(min_value=0, max_value=80), max_size=30), st.integers(1, 25))
+def test_modulo_of_several_spans_is_ring_arithmetic_on_either_path(
+    members: set[int], ring: int
+) -> None:
+    x = Spans.from_ids(sorted(members))
+    small = x.modulo(ring)
+    saved, spans.SMALL = spans.SMALL, -1
+    try:
+        large = x.modulo(ring)
+    finally:
+        spans.SMALL = saved
+    assert small == large
+    assert _set(small) == {p % ring for p in members}
 
 
 def test_from_runs_keeps_only_members() -> None:

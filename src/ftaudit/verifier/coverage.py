@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +191,9 @@ class ActiveWindow:
         return self.expected_positions.clip(counter, self.hi).modulo(self.ring)
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 class InstanceLayouts:
     """Which witness instances a cell is expected to snapshot: per incarnation and per heal.
 
@@ -217,8 +221,10 @@ class InstanceLayouts:
         gen = bisect_right(heals, step) if heals else 0
         return (incarnation, -1 if gen == 0 else cell, gen)
 
-    def expected(self, incarnation: int, cell: int, step: int) -> set[str]:
-        return self.sets.get(self._slot(incarnation, cell, step), set())
+    def expected(self, incarnation: int, cell: int, step: int) -> AbstractSet[str]:
+        if (incarnation, cell) not in self.heals:  # never healed (most cells): one lookup
+            return self.sets.get((incarnation, -1, 0), _NONE)
+        return self.sets.get(self._slot(incarnation, cell, step), _NONE)
 
     def of_incarnation(self, incarnation: int) -> set[str]:
         """Every instance snapshotted in the incarnation, by any cell."""
