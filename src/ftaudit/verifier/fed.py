@@ -198,28 +198,32 @@ class FedSamples:
         # the spans fed twice cut into pieces of at most CHUNK positions, grouped in order
         # into chunks of CHUNK positions or a little more
         size = CHUNK  # read at each call: a test may make it tiny
-        cuts = -((twice.starts - twice.ends) // size)  # pieces per span, rounded up
-        offset = concat_ranges(np.zeros(cuts.size, dtype=np.int64), cuts) * size
-        piece_start = np.repeat(twice.starts, cuts) + offset
-        piece_end = np.minimum(piece_start + size, np.repeat(twice.ends, cuts))
+        pieces = -((twice.starts - twice.ends) // size)  # per span, rounded up
+        offset = concat_ranges(np.zeros(pieces.size, dtype=np.int64), pieces) * size
+        piece_start = np.repeat(twice.starts, pieces) + offset
+        piece_end = np.minimum(piece_start + size, np.repeat(twice.ends, pieces))
         slot_base = _exclusive_sum(piece_end - piece_start)
         group = slot_base // size
-        bounds = np.flatnonzero(np.diff(group, prepend=-1, append=group[-1] + 1)).tolist()
-        for p0, p1 in itertools.pairwise(bounds):
-            ps, pe, base = piece_start[p0:p1], piece_end[p0:p1], slot_base[p0:p1]
-            # each run against the pieces it overlaps; runs are in sample order and a
-            # run's pieces ascend: the samples come out sorted
-            lo = np.searchsorted(pe, start, side="right")
-            count = np.maximum(np.searchsorted(ps, end, side="left") - lo, 0)
-            hit = np.flatnonzero(count)
-            count = count[hit]
-            run = np.repeat(hit, count)
-            piece = concat_ranges(lo[hit], count)
-            a = np.maximum(start[run], ps[piece])
-            b = np.minimum(end[run], pe[piece])
-            samples = concat_ranges(first[run] + a - start[run], b - a)
-            slots = concat_ranges(base[piece] + a - ps[piece], b - a)
-            fingerprints = self.read_fingerprint[concat_ranges(stored[run] + a - start[run], b - a)]
+        # each run against the pieces it overlaps, once for all chunks; then the pairs
+        # by chunk, each chunk's in run order (runs are in sample order and a run's
+        # pieces ascend: a chunk's samples come out sorted)
+        lo = np.searchsorted(piece_end, start, side="right")
+        count = np.maximum(np.searchsorted(piece_start, end, side="left") - lo, 0)
+        hit = np.flatnonzero(count)
+        run = np.repeat(hit, count[hit])
+        piece = concat_ranges(lo[hit], count[hit])
+        by_chunk = np.argsort(group[piece], kind="stable")
+        run, piece = run[by_chunk], piece[by_chunk]
+        cuts = np.searchsorted(group[piece], np.arange(int(group[-1]) + 2)).tolist()
+        for c0, c1 in itertools.pairwise(cuts):
+            if c1 == c0:
+                continue  # (every piece is fed twice: no chunk is empty)
+            r, p = run[c0:c1], piece[c0:c1]
+            a = np.maximum(start[r], piece_start[p])
+            b = np.minimum(end[r], piece_end[p])
+            samples = concat_ranges(first[r] + a - start[r], b - a)
+            slots = concat_ranges(slot_base[p] + a - piece_start[p], b - a)
+            fingerprints = self.read_fingerprint[concat_ranges(stored[r] + a - start[r], b - a)]
             yield samples, slots, fingerprints
 
 
