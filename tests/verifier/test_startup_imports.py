@@ -87,6 +87,46 @@ def test_verifying_a_run_imports_no_writer_side_and_no_renderer(small_run: Path)
     assert done.returncode == 0, done.stderr
 
 
+def test_a_window_cut_inside_a_merged_segment_imports_no_pandas(tmp_path: Path) -> None:
+    """Where a window begins inside a writer's merged segment, its steps are read to cut
+    it (``--since-step``, and a follower at every roll it sees), and a follower's new rows
+    of it are cut in Arrow: not through pyarrow's ``to_numpy`` or a Python int in a compute
+    call, each of which imported pandas (0.33 s of a follower's poll at a roll)."""
+    config = SynthConfig(
+        steps=40, buffer_size=256, samples_per_step=64, flush_every=1, roll_segments=4
+    )
+    run = synthesize(tmp_path / "run", config).run_dir
+    code = (
+        "import sys\n"
+        "from ftaudit.verifier import verify\n"
+        "from ftaudit.verifier.incremental import HEAD_ONLY, WHOLE, select\n"
+        f"_, scope = select({str(run)!r}, 30)\n"
+        "cut = [k for k in scope.kept.values() if k not in (WHOLE, HEAD_ONLY)]\n"
+        "assert cut, 'no merged segment was cut: the test misses its path'\n"
+        f"assert verify({str(run)!r}, since_step=30).passed(strict=False)\n"
+        "assert 'pandas' not in sys.modules, 'cutting a merged segment imported pandas'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # a follower's window moved onto a merged segment it keeps in part (a writer's
+    # roll): its new rows are cut in Arrow
+    code = (
+        "import sys\n"
+        "from ftaudit.eventlog.reader import RunScan\n"
+        "from ftaudit.verifier.incremental import HEAD_ONLY, WHOLE, select\n"
+        "from ftaudit.verifier.session import Session\n"
+        f"scan, scope = select({str(run)!r}, 30)\n"
+        "cut = {p for p, k in scope.kept.items() if k not in (WHOLE, HEAD_ONLY)}\n"
+        "before = tuple(i for i in scan.segments if str(i.path) not in cut)\n"
+        "kept = {p: k for p, k in scope.kept.items() if p not in cut}\n"
+        "with Session.open(scan.run_dir, scan=RunScan(scan.run_dir, before, ()), kept=kept) as s:\n"
+        "    assert s.move(scan, kept=scope.kept), 'the window was opened again, not moved'\n"
+        "assert 'pandas' not in sys.modules, 'moving onto a merged segment imported pandas'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path) -> None:
     # the real entry point (its parser, the terminal, the text and JSON reports), as a gate
     # calls it

@@ -25,7 +25,7 @@ from ftaudit.errors import (
     UnknownEventTypeError,
     UnusableInputError,
 )
-from ftaudit.eventlog.arrays import string_array, string_scalar
+from ftaudit.eventlog.arrays import int64_scalar, string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns
@@ -458,12 +458,18 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
     for kept, paths in _by_kept(partial).items():
         seq = rows["seq"]  # of the rows left by the last filter
         inside = pc.is_in(rows[FILENAME], value_set=string_array(paths))
-        keep = pc.greater_equal(seq, kept.whole_from) if kept.whole_from is not None else None
+        # the bounds as Arrow scalars: a Python int in a compute call goes through
+        # pyarrow's shim, which imports pandas (0.33 s of a follower's poll at a roll)
+        keep = (
+            pc.greater_equal(seq, int64_scalar(kept.whole_from))
+            if kept.whole_from is not None
+            else None
+        )
         for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
             if since is not None:
                 mask = pc.is_in(rows["type"], value_set=string_array(types))
                 if since > 0:
-                    mask = pc.and_(mask, pc.greater_equal(seq, since))
+                    mask = pc.and_(mask, pc.greater_equal(seq, int64_scalar(since)))
                 keep = mask if keep is None else pc.or_(keep, mask)
         outside = pc.invert(inside)
         rows = rows.filter(outside if keep is None else pc.or_(outside, keep))
