@@ -65,6 +65,12 @@ NO_VALIDATOR_BUILT = (
 """Asserts that no model of the event log has built its validator (``defer_build``)."""
 
 
+def _python(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (its imports are the ones counted); it must pass."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = SynthConfig(steps=6, restarts=1, retries=1, buffer_size=4_096, samples_per_step=64)
@@ -83,8 +89,7 @@ def test_verifying_a_run_imports_no_writer_side_and_no_renderer(small_run: Path)
         "assert not heavy, f'imported on the verify path: {heavy}'\n"
         f"{NO_VALIDATOR_BUILT}"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _python(code)
 
 
 def test_a_window_cut_inside_a_merged_segment_imports_no_pandas(tmp_path: Path) -> None:
@@ -106,8 +111,7 @@ def test_a_window_cut_inside_a_merged_segment_imports_no_pandas(tmp_path: Path) 
         f"assert verify({str(run)!r}, since_step=30).passed(strict=False)\n"
         "assert 'pandas' not in sys.modules, 'cutting a merged segment imported pandas'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _python(code)
     # a follower's window moved onto a merged segment it keeps in part (a writer's
     # roll): its new rows are cut in Arrow
     code = (
@@ -123,8 +127,7 @@ def test_a_window_cut_inside_a_merged_segment_imports_no_pandas(tmp_path: Path) 
         "    assert s.move(scan, kept=scope.kept), 'the window was opened again, not moved'\n"
         "assert 'pandas' not in sys.modules, 'moving onto a merged segment imported pandas'\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _python(code)
 
 
 def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path) -> None:
@@ -148,8 +151,7 @@ def test_ft_verify_imports_no_framework_and_builds_no_validator(small_run: Path)
         "assert gc.get_freeze_count() > 0 and gc.get_threshold() == usual\n"
         f"{NO_VALIDATOR_BUILT}"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _python(code)
 
 
 def test_the_package_names_load_on_first_use() -> None:
@@ -163,8 +165,7 @@ def test_the_package_names_load_on_first_use() -> None:
         "missing = [n for n in el.__all__ if getattr(el, n, None) is None]\n"
         "assert not missing, missing\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _python(code)
 
 
 def test_duckdb_draws_no_progress_bar_on_stdout() -> None:
