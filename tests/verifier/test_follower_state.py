@@ -21,7 +21,7 @@ from ftaudit.eventlog.reader import RunScan, scan_run
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.shapes import is_runs
-from ftaudit.eventlog.views import SEGMENTS
+from ftaudit.eventlog.type_tables import RunTables
 from ftaudit.synth import synthesize
 from ftaudit.verifier import session as session_module
 from ftaudit.verifier.context import RunContext
@@ -173,10 +173,10 @@ def _refused_on_move(
     forge(bad)
     grown, grown_window = select(run, 20, listing=listing)
     with Session.open(run, scan=scan, **parts) as session:
-        rows = session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"]
+        rows = session.rows("SELECT count(*) AS n FROM events")[0]["n"]
         with pytest.raises(CorruptSegmentError, match=f"{bad.name}.*{why}"):
             session.move(grown, kept=grown_window.kept)
-        assert session.rows(f"SELECT count(*) AS n FROM {SEGMENTS}")[0]["n"] == rows
+        assert session.rows("SELECT count(*) AS n FROM events")[0]["n"] == rows
         assert session.move(scan, **parts)  # the staged rows are gone: it moves on
 
 
@@ -196,7 +196,7 @@ def test_rows_kept_in_part_are_the_same_loaded_or_moved_in(run_dir: Path) -> Non
         kept[str(info.path)] = way
     # the other writers' segments, whole: the moved window's columns are all there
     first = RunScan(scan.run_dir, tuple(i for i in scan.segments if i not in mine), ())
-    rows = f"SELECT filename, seq FROM {SEGMENTS} ORDER BY filename, seq"
+    rows = "SELECT segment, type, seq FROM events ORDER BY segment, seq"
     with Session.open(run_dir, scan=scan, kept=kept) as loaded:
         want = loaded.rows(rows)
     with Session.open(run_dir, scan=first) as moved:
@@ -274,11 +274,12 @@ def _judged(rows: pa.Table, con: duckdb.DuckDBPyConnection | None = None) -> str
     if con is None:
         with duckdb.connect() as fresh:
             return _judged(rows, fresh)
+    # as a follower's poll judges its new rows: in the run's columns, none loaded before
     con.register("_rows", rows)
-    con.execute(f"CREATE OR REPLACE TABLE {SEGMENTS} AS SELECT * FROM _rows")
+    con.execute("CREATE OR REPLACE TABLE _incoming AS SELECT * FROM _rows")
     con.unregister("_rows")
     try:
-        check_rows(con, default_registry)
+        check_rows(con, default_registry, RunTables(rows.schema, frozenset()), "_incoming")
     except CorruptSegmentError as exc:
         return str(exc)
     except duckdb.Error as exc:  # the session refuses the rows as unreadable
@@ -503,9 +504,9 @@ def test_a_moved_window_decodes_new_segments_with_the_footers_the_follower_parse
     given: list[object] = []
     real = load.read_segment
 
-    def spied(info: Any, footer: Any = None) -> pa.Table:
+    def spied(info: Any, footer: Any = None, leaves: Any = None) -> pa.Table:
         given.append(footer)
-        return real(info, footer)
+        return real(info, footer, leaves)
 
     monkeypatch.setattr(load, "read_segment", spied)
     follower = OnlineVerifier(tmp_path / "live", since_step=0)

@@ -15,7 +15,8 @@ from ftaudit.eventlog.load import new_columns, unified_schema
 from ftaudit.eventlog.reader import RunScan
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import list_segments
-from ftaudit.eventlog.views import SEGMENTS
+from ftaudit.eventlog.sql import ident
+from ftaudit.eventlog.type_tables import table_of
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
 from ftaudit.verifier import Report, Violation, verify
@@ -147,8 +148,14 @@ def test_a_follower_attached_late_judges_from_its_step(tmp_path: Path) -> None:
     _check_agreement(followed)
 
 
-def _loaded(session: Session) -> list[dict]:
-    return session.rows(f"SELECT * FROM {SEGMENTS} ORDER BY filename, seq")
+def _loaded(session: Session) -> dict[str, list[dict]]:
+    """Every loaded row, by event type, with every column of its type's table (a moved
+    session keeps the tables of types whose segments left its window, empty)."""
+    loaded = {
+        name: session.rows(f"SELECT * FROM {ident(table_of(name))} ORDER BY filename, seq")
+        for name in sorted(session.tables.types)
+    }
+    return {name: rows for name, rows in loaded.items() if rows}
 
 
 @pytest.mark.parametrize(

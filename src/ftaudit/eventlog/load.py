@@ -1,15 +1,16 @@
-"""Loading a run's segments into one DuckDB table, from their explicit paths.
+"""Loading a run's segments into DuckDB, one table per event type, from their explicit paths.
 
 A user's path is never handed to DuckDB: ``read_parquet('g[1]/...')`` treats ``[1]`` as a
 glob and reads the files of a sibling run ``g1``, and its per-file state costs memory for
 every segment. Instead each listed segment is opened by path here (no glob, no URI
-parsing), conformed to the schema that all segments were unified to once, and streamed
-into DuckDB in batches: memory follows the number of events, not the number of files.
+parsing) and its rows are copied into DuckDB in batches, each type's rows into its table
+(:mod:`ftaudit.eventlog.type_tables`): memory follows the number of events, not the
+number of files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
 from pathlib import Path
@@ -21,18 +22,22 @@ import pyarrow.parquet as pq
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
 from ftaudit.eventlog.pool import in_order
-from ftaudit.eventlog.reader import UNREADABLE, RunScan, SegmentInfo, open_parquet, unreadable
-from ftaudit.eventlog.sql import ident
-
-FILENAME = "filename"
-"""The column naming each row's segment (as DuckDB's ``filename = true`` did)."""
+from ftaudit.eventlog.reader import (
+    UNREADABLE,
+    RunScan,
+    SegmentInfo,
+    check_declared_types,
+    open_parquet,
+    unreadable,
+)
+from ftaudit.eventlog.sql import ident, literal
+from ftaudit.eventlog.type_tables import FILENAME, table_of, type_fields
 
 BATCH_ROWS = 8_192
-"""Rows gathered from small segments before a batch is handed to DuckDB. Each batch is
-widened to every column of the run, so what is held while loading grows with it: at
-1.27 M rows of 74 columns, 65,536 rows (66 MB a batch) peaked at 2.01-2.09 GB against
-1.78-1.79 GB at 8,192, which cost less CPU too (fewer fresh pages: 5.3-5.8 s against
-5.9-7.7 s, alternating runs)."""
+"""Rows gathered from small segments before a batch widened to every column of the run
+is made (:func:`conformed_batches`): what is held grows with it: at 1.27 M rows of 74
+columns, 65,536 rows (66 MB a batch) peaked at 2.01-2.09 GB against 1.78-1.79 GB at
+8,192, which cost less CPU too (fewer fresh pages: 5.3-5.8 s against 5.9-7.7 s)."""
 
 
 def unified_schema(scan: RunScan) -> pa.Schema:
@@ -49,23 +54,55 @@ def unified_schema(scan: RunScan) -> pa.Schema:
     return schema.append(pa.field(FILENAME, pa.string()))
 
 
-def read_segment(info: SegmentInfo, footer: pq.FileMetaData | None = None) -> pa.Table:
+def read_segment(
+    info: SegmentInfo,
+    footer: pq.FileMetaData | None = None,
+    leaves: Sequence[int] | None = None,
+) -> pa.Table:
     """One segment's rows, read from the file opened by its exact path, with its
     :data:`FILENAME` column and no schema metadata (the digests in it differ per file);
-    ``footer``: its footer as parsed before (a follower keeps those of its window)."""
+    ``footer``: its footer as parsed before (a follower keeps those of its window);
+    ``leaves``: only the columns stored in these Parquet leaves are decoded (None: all;
+    see :func:`leaves_of`)."""
     try:
         with open(info.path, "rb") as f:
             data = f.read()
         # decoded from its bytes: through a Python file object each page read calls back
         # into Python; one small file: handing each column to the thread pool costs more
         # than it saves
-        table = open_parquet(data, footer).read_all(use_threads=False)
+        table = open_parquet(data, footer).read_all(column_indices=leaves, use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
     # here, on the reading thread: the main thread's share is what a second core cannot take
     return table.replace_schema_metadata(None).append_column(
         pa.field(FILENAME, pa.string()), constant_strings(str(info.path), table.num_rows)
     )
+
+
+def leaves_of(schema: pa.Schema, columns: Collection[str]) -> list[int] | None:
+    """The Parquet leaf columns of ``schema``'s fields named in ``columns`` (None: every
+    field is): Arrow's reader selects fields by the leaves they are stored in."""
+    if all(name in columns for name in schema.names):
+        return None
+    leaves: list[int] = []
+    first = 0
+    for field in schema:
+        count = _leaf_count(field.type)
+        if field.name in columns:
+            leaves.extend(range(first, first + count))
+        first += count
+    return leaves
+
+
+def _leaf_count(arrow: pa.DataType) -> int:
+    """How many Parquet leaf columns store a field of type ``arrow``."""
+    if isinstance(arrow, pa.StructType):
+        return sum(_leaf_count(arrow.field(i).type) for i in range(arrow.num_fields))
+    if isinstance(arrow, pa.MapType):
+        return _leaf_count(arrow.key_type) + _leaf_count(arrow.item_type)
+    if isinstance(arrow, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
+        return _leaf_count(arrow.value_type)
+    return 1
 
 
 DECODE_AHEAD = 64
@@ -77,10 +114,12 @@ decoded tables held stay bounded when the segments are large (compacted ones).""
 
 
 def read_segments(
-    infos: Iterable[SegmentInfo], footers: Mapping[Path, pq.FileMetaData] | None = None
+    infos: Iterable[SegmentInfo],
+    footers: Mapping[Path, pq.FileMetaData] | None = None,
+    columns: Collection[str] | None = None,
 ) -> Iterator[tuple[SegmentInfo, pa.Table]]:
     """Each segment with its rows (:func:`read_segment`, with its footer from ``footers``
-    where they hold it), in the order given, decoded on
+    where they hold it, of ``columns`` only), in the order given, decoded on
     :data:`~ftaudit.eventlog.pool.THREADS` threads a few segments ahead.
 
     Arrow's decode releases the GIL, so a second core shortens the wall time of loading
@@ -89,8 +128,19 @@ def read_segments(
     reported.
     """
     known = footers if footers is not None else {}
+    # by shape: segments of one shape share one interned schema
+    leaves: dict[int, list[int] | None] = {}
+
+    def read(info: SegmentInfo) -> pa.Table:
+        if columns is None:
+            return read_segment(info, known.get(info.path))
+        shape = id(info.schema)
+        if shape not in leaves:
+            leaves[shape] = leaves_of(info.schema, columns)
+        return read_segment(info, known.get(info.path), leaves[shape])
+
     return in_order(
-        lambda info: read_segment(info, known.get(info.path)),
+        read,
         infos,
         ahead=DECODE_AHEAD,
         weight=attrgetter("num_rows"),
@@ -128,7 +178,8 @@ def conformed_batches(
     scan: RunScan, schema: pa.Schema, footers: Mapping[Path, pq.FileMetaData] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``);
-    ``footers``: footers parsed before, by path (see :func:`read_segments`).
+    ``footers``: footers parsed before, by path (see :func:`read_segments`). Only the
+    columns of ``schema`` are decoded.
 
     Row order across segments is not kept (no reader of the table relies on it: every
     query orders what it needs). Each batch is joined on a thread of its own while the
@@ -140,7 +191,7 @@ def conformed_batches(
     rows = count = 0
     joining: Future[list[pa.RecordBatch]] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="ftaudit-join") as joiner:
-        for info, table in read_segments(scan.segments, footers):
+        for info, table in read_segments(scan.segments, footers, frozenset(schema.names)):
             pending.setdefault(id(info.schema), []).append(table)
             rows += info.num_rows
             count += 1
@@ -155,36 +206,68 @@ def conformed_batches(
 
 
 def load_segments(
-    con: duckdb.DuckDBPyConnection,
-    scan: RunScan,
-    table: str,
-    schema: pa.Schema | None = None,
-) -> pa.Schema:
-    """Create ``table`` on ``con`` holding every row of the run's segments, and ``filename``;
-    returns the table's schema: ``schema`` (every column of these segments must be one of
-    its, see :func:`fits`), by default the segments' unified one."""
-    schema = schema if schema is not None else unified_schema(scan)
-    _stream(con, scan, schema, f"CREATE TABLE {ident(table)} AS SELECT * FROM {{source}}")
-    return schema
+    con: duckdb.DuckDBPyConnection, scan: RunScan, schema: pa.Schema
+) -> frozenset[str]:
+    """Create on ``con`` the table of each event type the segments' footers list, holding
+    that type's rows, for a run of columns ``schema`` (every column of these segments is
+    one of its, see :func:`new_columns`); returns those types. Raises
+    ``CorruptSegmentError`` for an unreadable segment or one holding rows of a type its
+    footer does not list.
+
+    One statement creates each table from a stream of the segments that list its type,
+    of which only the envelope and that type's columns are decoded. Not one pass copying
+    each batch's rows into every type's table: DuckDB's many small appends to a table
+    cost it 3-5 times what one statement streaming the same rows does (it compacts and
+    compresses the row groups each one leaves), 9.5-11 s against 5.8-6.6 s of CPU for
+    the largest benchmark's run, while decoding the envelope again for each type costs
+    little.
+    """
+    types = sorted({t for info in scan.segments for t in info.meta.types})
+    for name in types:
+        holding = RunScan(scan.run_dir, tuple(i for i in scan.segments if name in i.meta.types), ())
+        columns = pa.schema(type_fields(schema, name))
+        select = f"SELECT * FROM {{source}} WHERE type = {literal(name)}"
+        _stream(con, holding, columns, f"CREATE TABLE {ident(table_of(name))} AS {select}")
+    _check_counts(con, scan, types)
+    return frozenset(types)
 
 
-def new_columns(scan: RunScan, schema: pa.Schema) -> list[pa.Field] | None:
-    """The columns of ``scan``'s segments that ``schema`` lacks, in the order first met
-    (empty: it holds them all); None where a column has another type than ``schema``'s
-    (or than another segment's)."""
-    # each shape once: segments of one shape share one interned schema (a follower's poll
-    # of 34 segments looked 1,700 columns up, where its 2 or 3 shapes hold about 150)
-    shapes = {id(info.schema): info.schema for info in scan.segments}
-    added: dict[str, pa.Field] = {}
-    for shape in shapes.values():
-        for field in shape:
-            index = schema.get_field_index(field.name)
-            known = schema.field(index) if index >= 0 else added.get(field.name)
-            if known is None:
-                added[field.name] = field
-            elif known.type != field.type:
-                return None
-    return list(added.values())
+def untyped_row(path: str | Path) -> CorruptSegmentError:
+    """The error for a segment holding a row of no event type (no table is its)."""
+    return CorruptSegmentError(Path(path), "a row with no event type")
+
+
+def _check_counts(con: duckdb.DuckDBPyConnection, scan: RunScan, types: list[str]) -> None:
+    """Every row of every segment is in its type's table: raises ``CorruptSegmentError``
+    for the first segment holding a row of a type its footer does not list (no table read
+    it there), or of no type."""
+    if not types:
+        found: dict[str, int] = {}
+    else:
+        counts = " UNION ALL ".join(
+            f"SELECT {FILENAME}, count(*) AS n FROM {ident(table_of(name))} GROUP BY ALL"
+            for name in types
+        )
+        rows = con.execute(f"SELECT {FILENAME}, sum(n) FROM ({counts}) GROUP BY ALL").fetchall()
+        found = {path: int(n) for path, n in rows}
+    for info in scan.segments:
+        if found.get(str(info.path), 0) != info.num_rows:
+            _refuse_undeclared(con, info)
+
+
+_SOURCE = "_ftaudit_segment_rows"
+
+
+def _refuse_undeclared(con: duckdb.DuckDBPyConnection, info: SegmentInfo) -> None:
+    """Raise ``CorruptSegmentError`` for ``info``'s segment, which holds a row of a type
+    its footer does not list, or of no type."""
+    con.register(_SOURCE, read_segment(info, leaves=leaves_of(info.schema, ("type",))))
+    try:
+        held = [t for (t,) in con.execute(f"SELECT DISTINCT type FROM {_SOURCE}").fetchall()]
+    finally:
+        con.unregister(_SOURCE)
+    check_declared_types(info.path, held, info.meta)
+    raise untyped_row(info.path)
 
 
 def _stream(
@@ -213,12 +296,33 @@ def _stream(
         con.unregister(source)
 
 
+def new_columns(scan: RunScan, schema: pa.Schema) -> list[pa.Field] | None:
+    """The columns of ``scan``'s segments that ``schema`` lacks, in the order first met
+    (empty: it holds them all); None where a column has another type than ``schema``'s
+    (or than another segment's)."""
+    # each shape once: segments of one shape share one interned schema (a follower's poll
+    # of 34 segments looked 1,700 columns up, where its 2 or 3 shapes hold about 150)
+    shapes = {id(info.schema): info.schema for info in scan.segments}
+    added: dict[str, pa.Field] = {}
+    for shape in shapes.values():
+        for field in shape:
+            index = schema.get_field_index(field.name)
+            known = schema.field(index) if index >= 0 else added.get(field.name)
+            if known is None:
+                added[field.name] = field
+            elif known.type != field.type:
+                return None
+    return list(added.values())
+
+
 __all__ = [
     "FILENAME",
     "conformed_batches",
+    "leaves_of",
     "load_segments",
     "new_columns",
     "read_segment",
     "read_segments",
     "unified_schema",
+    "untyped_row",
 ]

@@ -5,65 +5,78 @@ All view DDL of the event log is built here.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import duckdb
 import pyarrow as pa
 
-from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
-from ftaudit.eventlog.load import load_segments
+from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS, ENVELOPE_SCHEMA
+from ftaudit.eventlog.load import load_segments, unified_schema
 from ftaudit.eventlog.manifest_table import MANIFEST_ITEMS, MANIFESTS, create_manifest_tables
 from ftaudit.eventlog.reader import RunScan
 from ftaudit.eventlog.registry import EventRegistry
-from ftaudit.eventlog.sql import ident, literal
-
-SEGMENTS = "_segments"
-
-
-def _duckdb_types(con: duckdb.DuckDBPyConnection, arrow: list[pa.DataType]) -> list[str]:
-    """The DuckDB names of ``arrow`` types, asked of DuckDB once (not once per type: that
-    cost ``ft-verify`` ~30 ms on a small run, where most fields of most types are absent)."""
-    if not arrow:
-        return []
-    # not pa.array([]): see eventlog.arrays
-    empty = pa.table({f"c{i}": pa.nulls(0, t) for i, t in enumerate(arrow)})
-    return [str(t) for t in con.from_arrow(empty).types]
+from ftaudit.eventlog.sql import ident
+from ftaudit.eventlog.type_tables import (
+    FILENAME,
+    RunTables,
+    add_columns,
+    create_tables,
+    duckdb_types,
+    table_of,
+)
 
 
 def _type_views(
-    con: duckdb.DuckDBPyConnection, scan: RunScan, registry: EventRegistry, columns: pa.Schema
+    con: duckdb.DuckDBPyConnection,
+    scan: RunScan,
+    registry: EventRegistry,
+    tables: RunTables,
 ) -> dict[str, str]:
-    """``{view name: SELECT}`` for every registered type and every type found on disk;
-    ``columns``: the loaded table's."""
-    present = {f.name: f.type for f in columns}
-    envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
-    # no segment has these fields yet (or any more): each becomes a typed NULL column
+    """``{view name: SELECT}`` for every registered type and every type found on disk, and
+    ``events``."""
+    present = {f.name: f.type for f in tables.schema}
+    # no segment has these fields yet (or any more), or the type has no table: each
+    # becomes a typed NULL column
     absent = {
         field.name: field.type
         for event_type in registry
         for field in event_type.arrow_fields
-        if field.name not in present
+        if field.name not in present or event_type.name not in tables.types
     }
-    absent_types = dict(zip(absent, _duckdb_types(con, list(absent.values())), strict=True))
+    # the envelope too, for the views of types with no table
+    absent.update({f.name: f.type for f in ENVELOPE_SCHEMA})
+    absent_types = dict(zip(absent, duckdb_types(con, list(absent.values())), strict=True))
+    envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
+    no_rows = ", ".join(f"CAST(NULL AS {absent_types[c]}) AS {ident(c)}" for c in ENVELOPE_COLUMNS)
+    no_rows_segment = "CAST(NULL AS VARCHAR) AS segment"
+
+    def select(name: str, cols: list[str]) -> str:
+        if name in tables.types:
+            return (
+                f"SELECT {', '.join([envelope, *cols])}, {FILENAME} AS segment "
+                f"FROM {ident(table_of(name))}"
+            )
+        return f"SELECT {', '.join([no_rows, *cols])}, {no_rows_segment} WHERE false"
+
     views: dict[str, str] = {}
     for event_type in registry:
         cols = []
         for (name, _, _), field in zip(event_type.stored, event_type.arrow_fields, strict=True):
-            if field.name in present:
+            if field.name in present and event_type.name in tables.types:
                 cols.append(f"{ident(field.name)} AS {ident(name)}")
             else:
                 cols.append(f"CAST(NULL AS {absent_types[field.name]}) AS {ident(name)}")
-        views[event_type.name] = (
-            f"SELECT {', '.join([envelope, *cols])}, filename AS segment "
-            f"FROM {SEGMENTS} WHERE type = {literal(event_type.name)}"
-        )
+        views[event_type.name] = select(event_type.name, cols)
     # types written by code this process has not imported: their columns say their shape
     on_disk = {t for s in scan.segments for t in s.meta.types} - views.keys()
     for name in sorted(on_disk):
         prefix = f"{name}."
         cols = [f"{ident(c)} AS {ident(c[len(prefix) :])}" for c in present if c.startswith(prefix)]
-        views[name] = (
-            f"SELECT {', '.join([envelope, *cols])}, filename AS segment "
-            f"FROM {SEGMENTS} WHERE type = {literal(name)}"
-        )
+        views[name] = select(name, cols)
+    views["events"] = " UNION ALL ".join(
+        f"SELECT {envelope}, {FILENAME} AS segment FROM {ident(table_of(name))}"
+        for name in sorted(tables.types)
+    ) or select("", [])
     return views
 
 
@@ -150,27 +163,26 @@ def create_views(
     registry: EventRegistry,
     *,
     manifests: bool = True,
-) -> pa.Schema:
-    """Load the run's segments into a table on ``con`` and create every view over it;
-    returns the table's schema.
+) -> RunTables:
+    """Load the run's segments into tables on ``con`` (one per event type) and create
+    every view over them; returns what was loaded.
 
     The rows are copied in (from the scan's explicit file list, see
     :mod:`ftaudit.eventlog.load`), so no view reads a file: external file access can be
     switched off afterwards without breaking them. ``manifests=False`` leaves the
     dataset manifests out (the data views are then empty of manifest items).
     """
-    # the table's row order is no reader's concern (every query orders what it needs, as
+    # the tables' row order is no reader's concern (every query orders what it needs, as
     # the loader's batches never kept the segments' order): a parallel insert free to
     # reorder costs a third less CPU (3.4-3.7 s against 2.2-2.7 s at 1.27 M rows); results
     # of queries without ORDER BY keep the table's order again afterwards
+    schema = unified_schema(scan)
     con.execute("SET preserve_insertion_order = false")
     try:
-        schema = load_segments(con, scan, SEGMENTS)
+        tables = RunTables(schema, load_segments(con, scan, schema))
     finally:
         con.execute("RESET preserve_insertion_order")
-    envelope = ", ".join(ident(c) for c in ENVELOPE_COLUMNS)
-    con.execute(f"CREATE VIEW events AS SELECT {envelope}, filename AS segment FROM {SEGMENTS}")
-    for name, select in _type_views(con, scan, registry, schema).items():
+    for name, select in _type_views(con, scan, registry, tables).items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
     for name, select in DERIVED_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
@@ -179,24 +191,24 @@ def create_views(
     create_manifest_tables(con, scan.run_dir, load=manifests)
     for name, select in DATA_VIEWS.items():
         con.execute(f"CREATE VIEW {ident(name)} AS {select}")
-    return schema
+    return tables
 
 
 def widen(
     con: duckdb.DuckDBPyConnection,
     scan: RunScan,
     registry: EventRegistry,
-    schema: pa.Schema,
+    tables: RunTables,
     fields: list[pa.Field],
-) -> pa.Schema:
-    """Add ``fields`` to the loaded table (NULL in its rows), after its columns of
-    ``schema``, and point the type views at them; returns the table's new schema.
+    event_types: Collection[str],
+) -> RunTables:
+    """Add ``fields`` to the run's columns (NULL in the rows held) and a table for each of
+    ``event_types`` that has none, and point the views at them; returns the run's tables.
 
-    ``scan``: the segments the table holds or is about to (the types they name)."""
-    types = _duckdb_types(con, [f.type for f in fields])
-    for field, duck in zip(fields, types, strict=True):
-        con.execute(f"ALTER TABLE {SEGMENTS} ADD COLUMN {ident(field.name)} {duck}")
-    widened = pa.schema([*schema, *fields])
+    ``scan``: the segments the tables hold or are about to (the types they name)."""
+    widened = RunTables(pa.schema([*tables.schema, *fields]), tables.types | frozenset(event_types))
+    add_columns(con, tables.types, fields)
+    create_tables(con, widened.schema, sorted(widened.types - tables.types))
     for name, select in _type_views(con, scan, registry, widened).items():
         con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS {select}")
     return widened

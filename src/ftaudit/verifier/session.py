@@ -28,12 +28,13 @@ from ftaudit.errors import (
 from ftaudit.eventlog.arrays import int64_scalar, string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
-from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns
+from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns, untyped_row
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
-from ftaudit.eventlog.views import SEGMENTS, create_views, lock_down, widen
+from ftaudit.eventlog.type_tables import RunTables, delete_rows, insert_rows, table_of
+from ftaudit.eventlog.views import create_views, lock_down, widen
 from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WITNESS_WINDOW, Kept
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
@@ -102,8 +103,8 @@ class Session:
 
     scan: RunScan
     con: duckdb.DuckDBPyConnection
-    schema: pa.Schema
-    """The loaded table's columns: what segments added later (:meth:`move`) may hold."""
+    tables: RunTables
+    """The loaded run's columns and the event types with a table."""
     registry: EventRegistry = default_registry
     timings: list[QueryTiming] = field(default_factory=list)
     _partial: dict[str, Kept] = field(default_factory=dict)
@@ -160,9 +161,9 @@ class Session:
         try:
             if one:
                 con.execute("SET threads = 1")
-            schema = create_views(con, scan, registry, manifests=False)  # FT008 reads them
-            _keep(con, partial)
-            check_rows(con, registry, footers={str(i.path): i.meta for i in scan.segments})
+            tables = create_views(con, scan, registry, manifests=False)  # FT008 reads them
+            _keep(con, tables, scan, partial)
+            check_rows(con, registry, tables, footers={str(i.path): i.meta for i in scan.segments})
             create_history_views(con)
             keep_history(con)
             lock_down(con)  # the rules' SQL needs no file: nothing a segment says can reach one
@@ -174,7 +175,12 @@ class Session:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
-        return cls(scan, con, schema, registry, _partial=partial, one_thread=one)
+        return cls(scan, con, tables, registry, _partial=partial, one_thread=one)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The loaded run's columns: what segments added later (:meth:`move`) may hold."""
+        return self.tables.schema
 
     def move(
         self,
@@ -212,20 +218,27 @@ class Session:
         if added is None or outgrown:
             return False
         check_types(new, self.registry)
+        types = {t for info in new.segments for t in info.meta.types} - self.tables.types
         try:
-            if added:
-                self.schema = widen(self.con, scan, self.registry, self.schema, added)
+            if added or types:
+                self.tables = widen(self.con, scan, self.registry, self.tables, added, types)
             staged = {p: k for p, k in partial.items() if p not in loaded}
             rows = self._stage(new, staged, footers) if new.segments else None
             gone = sorted(loaded - wanted.keys())
             if gone:
-                self.con.execute(
-                    f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(gone)}, filename)"
+                delete_rows(
+                    self.con,
+                    _types_of(self.scan, gone) & self.tables.types,
+                    f"list_contains({string_list(gone)}, filename)",
                 )
             if rows is not None:
                 self.con.register(_NEW_ROWS, rows)
-                self.con.execute(f"INSERT INTO {SEGMENTS} SELECT * FROM {_NEW_ROWS}")
-            _keep(self.con, shrunk)
+                copied = insert_rows(
+                    self.con, _NEW_ROWS, rows.column_names, _types_of(new, wanted.keys())
+                )
+                if copied != rows.num_rows:
+                    raise AssertionError("rows of a checked segment went missing")
+            _keep(self.con, self.tables, scan, shrunk)
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
@@ -310,10 +323,13 @@ class Session:
         # not Table.group_by: it imports pyarrow.dataset, and with it pandas (0.4 s)
         pairs = set(zip(rows[FILENAME].to_pylist(), rows["type"].to_pylist(), strict=True))
         check_footers_list(pairs, {str(i.path): i.meta for i in new.segments})
+        untyped = next((path for path, name in sorted(pairs, key=str) if name is None), None)
+        if untyped is not None:
+            raise untyped_row(untyped)
         if suspect_rows(rows, self.registry, self._rings(rows)):
             self.con.register(_NEW_ROWS, rows)
             self.con.execute(f"CREATE TEMP TABLE {_INCOMING} AS SELECT * FROM {_NEW_ROWS}")
-            check_rows(self.con, self.registry, _INCOMING)
+            check_rows(self.con, self.registry, self.tables, _INCOMING)
         return rows
 
     def _rings(self, rows: pa.Table) -> dict[int, int]:
@@ -323,9 +339,11 @@ class Session:
 
         if _BUFFER not in self.schema.names:
             return {}
-        found = self.con.execute(
-            f"SELECT incarnation, {ident(_BUFFER)} FROM {SEGMENTS} WHERE type = 'run_started'"
-        ).fetchall()
+        found = []
+        if "run_started" in self.tables.types:
+            found = self.con.execute(
+                f"SELECT incarnation, {ident(_BUFFER)} FROM {ident(table_of('run_started'))}"
+            ).fetchall()
         started = rows.filter(pc.equal(rows["type"], string_scalar("run_started")))
         found += zip(started["incarnation"].to_pylist(), started[_BUFFER].to_pylist(), strict=True)
         rings: dict[int, int] = {}
@@ -437,8 +455,8 @@ class Session:
 
 
 _INCOMING = "_incoming"
-"""A moved session's new rows, checked by :func:`check_rows` before they join
-:data:`SEGMENTS` (where :func:`suspect_rows` found a possible problem)."""
+"""A moved session's new rows, checked by :func:`check_rows` before they join the
+run's tables (where :func:`suspect_rows` found a possible problem)."""
 
 _NEW_ROWS = "_incoming_rows"
 """The same rows, as the Arrow table DuckDB reads them from."""
@@ -525,13 +543,21 @@ def _cut_types(
     return out
 
 
-def _keep(con: duckdb.DuckDBPyConnection, partial: Mapping[str, Kept]) -> None:
-    """Of each segment in ``partial``, keep only the rows kept (:class:`Kept`)."""
+def _keep(
+    con: duckdb.DuckDBPyConnection, tables: RunTables, scan: RunScan, partial: Mapping[str, Kept]
+) -> None:
+    """Of each segment of ``scan`` in ``partial``, keep only the rows kept (:class:`Kept`)."""
     for kept, paths in _by_kept(partial).items():
-        con.execute(
-            f"DELETE FROM {SEGMENTS} WHERE list_contains({string_list(paths)}, filename) "
-            f"AND NOT ({_sql_kept(kept)})"
+        delete_rows(
+            con,
+            _types_of(scan, paths) & tables.types,
+            f"list_contains({string_list(paths)}, filename) AND NOT ({_sql_kept(kept)})",
         )
+
+
+def _types_of(scan: RunScan, paths: Collection[str]) -> set[str]:
+    """The event types the footers of ``scan``'s segments ``paths`` list."""
+    return {t for info in scan.segments if str(info.path) in paths for t in info.meta.types}
 
 
 def _one_line(exc: BaseException) -> str:

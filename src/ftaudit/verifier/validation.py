@@ -45,7 +45,7 @@ from ftaudit.eventlog.registry import EventRegistry, EventType
 from ftaudit.eventlog.segment import SegmentMeta
 from ftaudit.eventlog.shapes import Shape, is_runs
 from ftaudit.eventlog.sql import ident, literal
-from ftaudit.eventlog.views import SEGMENTS
+from ftaudit.eventlog.type_tables import RunTables, table_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -191,59 +191,86 @@ def _checked(event_type: EventType, problems: list[tuple[str, str]]) -> str:
 def check_rows(
     con: duckdb.DuckDBPyConnection,
     registry: EventRegistry,
-    table: str = SEGMENTS,
+    tables: RunTables,
+    incoming: str | None = None,
     footers: Mapping[str, SegmentMeta] | None = None,
 ) -> None:
-    """Raise :class:`CorruptSegmentError` for the first row of ``table`` that breaks its model.
+    """Raise :class:`CorruptSegmentError` for the first loaded row that breaks its model.
 
-    One query checks every event type that has rows (one per type cost each its
-    planning, and so does a type without rows: a small run has rows of about half of
-    them). ``table`` other than the run's (:data:`SEGMENTS`) holds rows about to join it
-    (a follower's new segments, checked before they join: the check then reads only
-    them); the ring sizes the rows are checked against are the run's and theirs. With
-    ``footers`` (by segment path), each segment's rows hold only types its footer lists
+    One query checks every event type's rows (one per type cost each its planning).
+    ``incoming``: a table of rows about to join the run's (a follower's new segments, in
+    the run's columns, checked before they join: the check then reads only them); the
+    ring sizes the rows are checked against are the run's and theirs. With ``footers``
+    (by segment path), each segment's rows hold only types its footer lists
     (:func:`~ftaudit.eventlog.reader.check_declared_types`).
     """
-    source = ident(table)
-    # the rows' own types, not the footers' lists: a forged footer may leave one out
-    if footers is None:
-        found = con.execute(f"SELECT DISTINCT type FROM {source}").fetchall()
-        types = {name for (name,) in found}
+    if incoming is None:
+        sources = {name: _Rows(table_of(name)) for name in sorted(tables.types)}
     else:
-        found = con.execute(f"SELECT DISTINCT filename, type FROM {source}").fetchall()
-        types = {name for _, name in found}
-        check_footers_list(found, footers)
-    present = {row[0] for row in con.execute(f"DESCRIBE {source}").fetchall()}
-    buffer_size = "run_started.buffer_size"
-    ring = ident(buffer_size) if buffer_size in present else "CAST(NULL AS BIGINT)"
-    orders, parts = [], []
+        found = con.execute(f"SELECT DISTINCT type FROM {ident(incoming)}").fetchall()
+        names = sorted(name for (name,) in found if name is not None)
+        sources = {name: _Rows(incoming, name) for name in names}
+    if footers is not None:
+        pairs = " UNION ALL ".join(f"SELECT DISTINCT filename, type {r}" for r in sources.values())
+        check_footers_list(con.execute(pairs).fetchall() if pairs else [], footers)
+    present = set(tables.schema.names)
+    parts = []
     for order, event_type in enumerate(registry):
-        if event_type.name not in types:
-            continue
-        problems = _problems(event_type, present)
+        rows = sources.get(event_type.name)
+        problems = _problems(event_type, present) if rows is not None else []
         if problems:
-            orders.append(f"WHEN {literal(event_type.name)} THEN {order}")
-            parts.append(_checked(event_type, problems))
+            cases = " ".join(f"WHEN {cond} THEN {literal(why)}" for cond, why in problems)
+            parts.append(
+                f"SELECT {order} AS _order, type, filename, seq, CASE {cases} END AS why "
+                f"{rows.joined('rings USING (incarnation)')}"
+            )
     if not parts:
         return
-    starts = f"SELECT incarnation, {ring} AS size FROM {SEGMENTS} WHERE type = 'run_started'"
-    if table != SEGMENTS:
-        starts += f" UNION ALL SELECT incarnation, {ring} FROM {source} WHERE type = 'run_started'"
-    # one scan, each row judged by its own type's conditions (one subquery per type cost
-    # each its planning)
+    ring = ident(_BUFFER) if _BUFFER in present else "CAST(NULL AS BIGINT)"
+    started = [] if incoming is None else [_Rows(incoming, "run_started")]
+    if "run_started" in tables.types:
+        started.append(_Rows(table_of("run_started")))
+    starts = " UNION ALL ".join(f"SELECT incarnation, {ring} AS size {r}" for r in started)
+    rings = (
+        f"SELECT incarnation, max(size) AS _ring FROM ({starts}) GROUP BY incarnation"
+        if starts
+        else "SELECT CAST(NULL AS BIGINT) AS incarnation, CAST(NULL AS BIGINT) AS _ring"
+    )
+    # one statement, each type's rows judged by its own conditions (a statement per type
+    # cost each its planning)
     found = con.execute(
-        f"""WITH rings AS (
-                SELECT incarnation, max(size) AS _ring FROM ({starts}) GROUP BY incarnation),
-            checked AS (
-                SELECT CASE s.type {" ".join(orders)} END AS _order, s.type, s.filename,
-                       s.seq, CASE s.type {" ".join(parts)} END AS why
-                FROM {source} s LEFT JOIN rings USING (incarnation))
+        f"""WITH rings AS ({rings}), checked AS ({" UNION ALL ".join(parts)})
             SELECT type, filename, seq, why FROM checked WHERE why IS NOT NULL
             ORDER BY _order, filename, seq LIMIT 1"""
     ).fetchall()  # read out: a result left open blocks the connection's next call
     if found:
         ((name, filename, seq, why),) = found
         raise CorruptSegmentError(filename, f"{name} event at seq {seq}: {why}")
+
+
+_BUFFER = "run_started.buffer_size"
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Where one event type's rows are: its own table, or those of ``event_type`` in a
+    table of rows of any type."""
+
+    table: str
+    event_type: str | None = None
+
+    def joined(self, other: str) -> str:
+        """``FROM`` these rows ``LEFT JOIN other`` (``other``: a table and its condition)."""
+        where = self._where()
+        return f"FROM {ident(self.table)} LEFT JOIN {other}{where}"
+
+    def _where(self) -> str:
+        if self.event_type is None:
+            return ""
+        return f" WHERE type = {literal(self.event_type)}"
+
+    def __str__(self) -> str:
+        return f"FROM {ident(self.table)}{self._where()}"
 
 
 def check_footers_list(held: Iterable[tuple[str, str]], footers: Mapping[str, SegmentMeta]) -> None:
