@@ -145,3 +145,25 @@ def test_a_footer_that_leaves_out_a_type_its_rows_hold_is_refused(
         assert err.count("\n") == 1 and err.startswith("error: "), err
         assert seg.name in err and f"rows of type '{hidden}'" in err, err
         assert "does not list" in err, err
+
+
+def test_a_row_of_no_event_type_is_refused(ftaudit: Invoke, good_run: Path, tmp_path: Path) -> None:
+    """Each event type's rows load into its own table: a row whose type is NULL belongs
+    to none, and is refused naming its segment, not dropped (a full load and a
+    follower's window alike)."""
+    run = _copy(good_run, tmp_path)
+    seg = next(
+        s for s in segments(run) if "step_end" in load_segment(s)[1][b"ftaudit.types"].decode()
+    )
+    table, meta = load_segment(seg)
+    i = table.schema.get_field_index("type")
+    values = table.column("type").to_pylist()
+    values[len(values) // 2] = None
+    nullable = pa.field("type", pa.string(), nullable=True)
+    forge_digest(seg, table.set_column(i, nullable, pa.array(values, pa.string())), meta)
+    for args in (("verify", run), ("verify", run, "--since-step", "0")):
+        result = ftaudit(*args)
+        check_exit(result, 2)
+        err = result.stderr
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        assert seg.name in err and "a row with no event type" in err, err
