@@ -93,7 +93,10 @@ def test_ctrl_c_stops_every_shape_of_query(good_run: Path, shape: str) -> None:
 def test_ctrl_c_during_verification(tmp_path: Path) -> None:
     run = tmp_path / "big"
     done = subprocess.run(
-        [_bin("ftaudit"), "synth", str(run), "--steps", "3000", "--cells", "4"],
+        # 16 cells: verifying it takes 3-4 s of CPU, so that the Ctrl-C sent after the
+        # first second lands while it runs, however loaded the machine (at 4 cells it
+        # took under 2 s, and a loaded poll could see it finish first)
+        [_bin("ftaudit"), "synth", str(run), "--steps", "3000", "--cells", "16"],
         capture_output=True,
         text=True,
         timeout=WAIT_S,

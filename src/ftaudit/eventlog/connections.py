@@ -28,6 +28,15 @@ def open_memory() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def cursor_of(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new connection to ``con``'s database (for a statement on another thread),
+    interruptible like :func:`open_memory`'s."""
+    cursor = con.cursor()
+    with _lock:
+        _open.add(cursor)
+    return cursor
+
+
 def interrupt_all() -> int:
     """Interrupt the running query of every open connection; returns how many were asked."""
     with _lock:
@@ -40,4 +49,4 @@ def interrupt_all() -> int:
     return len(connections)
 
 
-__all__ = ["interrupt_all", "open_memory"]
+__all__ = ["cursor_of", "interrupt_all", "open_memory"]

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.arrays import constant_strings
+from ftaudit.eventlog.fanout import Fanout
 from ftaudit.eventlog.pool import in_order
 from ftaudit.eventlog.reader import (
     UNREADABLE,
@@ -30,8 +31,8 @@ from ftaudit.eventlog.reader import (
     open_parquet,
     unreadable,
 )
-from ftaudit.eventlog.sql import ident, literal
-from ftaudit.eventlog.type_tables import FILENAME, table_of, type_fields
+from ftaudit.eventlog.sql import ident
+from ftaudit.eventlog.type_tables import FILENAME, create_tables, table_of
 
 BATCH_ROWS = 8_192
 """Rows gathered from small segments before a batch widened to every column of the run
@@ -212,22 +213,13 @@ def load_segments(
     that type's rows, for a run of columns ``schema`` (every column of these segments is
     one of its, see :func:`new_columns`); returns those types. Raises
     ``CorruptSegmentError`` for an unreadable segment or one holding rows of a type its
-    footer does not list.
-
-    One statement creates each table from a stream of the segments that list its type,
-    of which only the envelope and that type's columns are decoded. Not one pass copying
-    each batch's rows into every type's table: DuckDB's many small appends to a table
-    cost it 3-5 times what one statement streaming the same rows does (it compacts and
-    compresses the row groups each one leaves), 9.5-11 s against 5.8-6.6 s of CPU for
-    the largest benchmark's run, while decoding the envelope again for each type costs
-    little.
+    footer does not list. Each segment is decoded once (:mod:`~ftaudit.eventlog.fanout`).
     """
     types = sorted({t for info in scan.segments for t in info.meta.types})
-    for name in types:
-        holding = RunScan(scan.run_dir, tuple(i for i in scan.segments if name in i.meta.types), ())
-        columns = pa.schema(type_fields(schema, name))
-        select = f"SELECT * FROM {{source}} WHERE type = {literal(name)}"
-        _stream(con, holding, columns, f"CREATE TABLE {ident(table_of(name))} AS {select}")
+    create_tables(con, schema, types)
+    with Fanout(con, schema, types) as fanout:
+        for info, table in read_segments(scan.segments):
+            fanout.add(info.meta.types, table)
     _check_counts(con, scan, types)
     return frozenset(types)
 
@@ -268,32 +260,6 @@ def _refuse_undeclared(con: duckdb.DuckDBPyConnection, info: SegmentInfo) -> Non
         con.unregister(_SOURCE)
     check_declared_types(info.path, held, info.meta)
     raise untyped_row(info.path)
-
-
-def _stream(
-    con: duckdb.DuckDBPyConnection, scan: RunScan, schema: pa.Schema, statement: str
-) -> None:
-    """Run ``statement`` (reading ``{source}``) over the scan's rows streamed in ``schema``."""
-    failure: list[CorruptSegmentError] = []
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            yield from conformed_batches(scan, schema)
-        except CorruptSegmentError as exc:
-            failure.append(exc)  # DuckDB rewraps what the stream raises: keep the original
-            raise
-
-    reader = pa.RecordBatchReader.from_batches(schema, batches())
-    source = "_ftaudit_segment_stream"
-    con.register(source, reader)
-    try:
-        con.execute(statement.format(source=ident(source)))
-    except duckdb.Error:
-        if failure:
-            raise failure[0] from None
-        raise
-    finally:
-        con.unregister(source)
 
 
 def new_columns(scan: RunScan, schema: pa.Schema) -> list[pa.Field] | None:
