@@ -19,6 +19,7 @@ from types import TracebackType
 import duckdb
 import pyarrow as pa
 
+from ftaudit.eventlog.arrays import conform
 from ftaudit.eventlog.connections import cursor_of
 from ftaudit.eventlog.sql import ident, literal
 from ftaudit.eventlog.type_tables import table_of, type_fields
@@ -68,7 +69,7 @@ class _Feed:
         by_shape: dict[tuple[str, ...], list[pa.Table]] = {}
         for table in self.pending:
             by_shape.setdefault(tuple(table.column_names), []).append(table)
-        conformed = [_conform(pa.concat_tables(t), self.schema) for t in by_shape.values()]
+        conformed = [conform(pa.concat_tables(t), self.schema) for t in by_shape.values()]
         self.pending, self.rows = [], 0
         self._put(pa.concat_tables(conformed))
 
@@ -120,14 +121,6 @@ class _Feed:
             self.failure = exc
         finally:
             self._cursor.close()
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with every column of ``schema``, in its order (NULL where it has none)."""
-    n = table.num_rows
-    held = dict(zip(table.column_names, table.columns, strict=True))
-    columns = [held[f.name] if f.name in held else pa.nulls(n, f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 class Fanout:

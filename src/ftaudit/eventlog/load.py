@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.errors import CorruptSegmentError
-from ftaudit.eventlog.arrays import constant_strings
+from ftaudit.eventlog.arrays import conform, constant_strings
 from ftaudit.eventlog.fanout import Fanout
 from ftaudit.eventlog.pool import in_order
 from ftaudit.eventlog.reader import (
@@ -154,16 +154,6 @@ BATCH_SEGMENTS = 256
 memory whatever its rows, so the pending ones are bounded in number too."""
 
 
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with every column of ``schema``, in its order (NULL where it has none)."""
-    n = table.num_rows
-    # one dict: `table.column_names` builds a list at each access, and a lookup per field
-    # in it cost a 112-column run's load 3-4 ms a segment (a follower's poll, per shape)
-    held = dict(zip(table.column_names, table.columns, strict=True))
-    columns = [held[f.name] if f.name in held else pa.nulls(n, f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[pa.RecordBatch]:
     """The pending segments as one batch of ``schema``: those of one shape are concatenated
     first (cheap: same columns), widened to the unified schema once per shape, then joined:
@@ -171,7 +161,7 @@ def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[p
     poll's, went in 240 ms as 17 batches and 145 ms as one)."""
     if not pending:
         return []
-    conformed = [_conform(pa.concat_tables(tables), schema) for tables in pending.values()]
+    conformed = [conform(pa.concat_tables(tables), schema) for tables in pending.values()]
     return pa.concat_tables(conformed).combine_chunks().to_batches()
 
 
