@@ -33,10 +33,9 @@ _QUEUED = 4
 """Batches waiting for each type's statement: what is held stays bounded."""
 
 _DONE = object()
-
-
-class _Stopped(Exception):
-    """The load stopped before this type's stream ended (an error elsewhere)."""
+_STOP = object()
+"""Handed to a feed whose load stopped before its stream ended (an error elsewhere): its
+statement fails, and the error that stopped the load is the one raised."""
 
 
 class _Feed:
@@ -66,9 +65,12 @@ class _Feed:
         """Hand what was gathered to the statement as one batch."""
         if not self.pending:
             return
-        by_shape: dict[tuple[str, ...], list[pa.Table]] = {}
+        # tables concatenate only where their fields agree (type and nullability too: a
+        # forged segment may differ there), so each shape is conformed on its own
+        by_shape: dict[tuple[tuple[str, pa.DataType, bool], ...], list[pa.Table]] = {}
         for table in self.pending:
-            by_shape.setdefault(tuple(table.column_names), []).append(table)
+            shape = tuple((f.name, f.type, f.nullable) for f in table.schema)
+            by_shape.setdefault(shape, []).append(table)
         conformed = [conform(pa.concat_tables(t), self.schema) for t in by_shape.values()]
         self.pending, self.rows = [], 0
         self._put(pa.concat_tables(conformed))
@@ -94,7 +96,7 @@ class _Feed:
                 self.batches.get_nowait()
             except queue.Empty:
                 break
-        self._put(_Stopped())
+        self._put(_STOP)
         self._thread.join()
 
     def _stream(self) -> Iterator[pa.RecordBatch]:
@@ -102,8 +104,8 @@ class _Feed:
             item = self.batches.get()
             if item is _DONE:
                 return
-            if isinstance(item, BaseException):
-                raise item
+            if item is _STOP:
+                raise RuntimeError(f"the load of {self.name} rows stopped")
             assert isinstance(item, pa.Table)
             yield from item.to_batches()
 
@@ -159,8 +161,12 @@ class Fanout:
         if exc is not None:
             self._stop()
             return
-        for feed in self._feeds.values():
-            feed.finish()
+        try:
+            for feed in self._feeds.values():
+                feed.finish()
+        except BaseException:
+            self._stop()  # or the statements still reading hold the connection
+            raise
         failed = next((f.failure for f in self._feeds.values() if f.failure is not None), None)
         if failed is not None:
             raise failed
