@@ -5,7 +5,7 @@ can say anything: a forged id range of length 10^12 made a rule allocate terabyt
 and start and length lists of different lengths made another crash. Before any rule
 runs, one query per event type looks for a row that no writer could have produced and
 names its segment, sequence number and field; the run is then unusable (exit 2), not
-an internal error. Checked, in SQL over the loaded table (no row becomes a Python
+an internal error. Checked, in SQL over the loaded tables (no row becomes a Python
 object):
 
 * a field the model requires is not NULL;
