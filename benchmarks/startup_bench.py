@@ -28,7 +28,8 @@ modules from source again.
 older commit) times every command with that ftaudit too, alternating the two in each
 round, so both see the same load: the table then gives both, and their CPU ratio. Run:
 ``.venv/bin/python benchmarks/startup_bench.py [--repeat 10] [--baseline SRC]
-[--out benchmarks/results]``.
+[--out benchmarks/results]``. ``startup_bench.md`` there gains this sitting's table as a
+section before the earlier ones (``startup_bench.json`` holds this sitting's only).
 """
 
 from __future__ import annotations
@@ -112,6 +113,17 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
+def _with_section(results: Path, section: str) -> str:
+    """The results file with ``section`` (this sitting) before its earlier sittings: the
+    file keeps the history that judges a change, so a run adds to it, never replaces it."""
+    title = "# ft-verify start-up (median of 10)\n\n"
+    old = results.read_text() if results.exists() else title
+    at = old.find("\n## ")
+    if at < 0:
+        return f"{old.rstrip()}\n\n{section}"
+    return f"{old[: at + 1]}{section}\n{old[at + 1 :]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=10)
@@ -180,7 +192,7 @@ def main() -> None:
     if args.baseline is not None:
         about["baseline"] = str(args.baseline)
     lines = [
-        f"# ft-verify start-up (median of {args.repeat})",
+        f"## {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {about['commit']}",
         "",
         ", ".join(f"{k} {v}" for k, v in about.items()),
         "",
@@ -189,7 +201,8 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "startup_bench.md").write_text(text)
+    results = args.out / "startup_bench.md"
+    results.write_text(_with_section(results, text))
     payload = {
         "env": about,
         "rows": [asdict(r) for r in rows],
