@@ -247,7 +247,8 @@ def _split_staged(
                 )
             )
         # a row of a type no footer lists is in no table (one its own footer leaves out
-        # but another lists is refused with the footers: check_rows)
+        # but another lists is refused with the footers: check_rows); asked of the staged
+        # rows, not by _check_counts' count per table (13-24 ms more on a 12-step run)
         left = con.execute(
             f"SELECT min({FILENAME}) FROM {_STAGED} "
             f"WHERE type IS NULL OR NOT list_contains({string_list(types)}, type)"
