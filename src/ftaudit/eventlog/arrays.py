@@ -30,6 +30,14 @@ def _valid(array: pa.Array) -> np.ndarray:
     return bits[at : at + n].astype(bool)
 
 
+def null_mask(array: pa.Array) -> np.ndarray:
+    """Which entries of ``array`` are NULL (what ``array.is_null()`` gives, without
+    importing ``pyarrow.compute``: 0.1 s of a small run's start-up)."""
+    if not array.null_count:
+        return np.zeros(len(array), dtype=bool)
+    return ~_valid(array)
+
+
 def _offsets(column: pa.ListArray | pa.LargeListArray) -> np.ndarray:
     """The ``len + 1`` offsets of a list column's lists into its child array (of its
     slice: ``column.offsets.to_numpy()`` would go through the pandas shim)."""

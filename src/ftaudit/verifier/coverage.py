@@ -20,12 +20,11 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values
+from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values, null_mask
 from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
 from ftaudit.verifier.ownership import Owners, resolve
 from ftaudit.verifier.ring import keep_size
@@ -91,6 +90,10 @@ cell (how many heals of it came at or before the step): one row per instance and
 generation, not per step (352,000 rows at 10,000 steps x 16 cells, a fifth of FT004)."""
 
 
+Member = tuple[int, int | None, str]
+"""(cell, rank, instance) of one witness snapshot."""
+
+
 @dataclass(frozen=True)
 class SnapshotGroup:
     """Committed snapshots of one attempt with identical contents."""
@@ -98,11 +101,11 @@ class SnapshotGroup:
     key: StepKey
     nonzero: Spans
     stale: Spans
-    members: tuple[tuple[int, int | None, str], ...]
+    members: tuple[Member, ...]
     """(cell, rank, instance) of every snapshot with this content."""
     segment: str
 
-    def members_in(self, cells: set[int]) -> list[tuple[int, int | None, str]]:
+    def members_in(self, cells: set[int]) -> list[Member]:
         """The snapshots taken by ``cells`` (the normal cells of the step)."""
         return [m for m in self.members if m[0] in cells]
 
@@ -123,51 +126,89 @@ def snapshot_groups(ctx: RunContext) -> dict[StepKey, list[SnapshotGroup]]:
         *(int64_numpy(column[c]).tolist() for c in ("incarnation", "step", "attempt")),
         strict=True,
     )
-    members = zip(*(_lists(column[c]) for c in ("cells", "ranks", "instances")), strict=True)
-    for key, nonzero, stale, (cells, ranks, instances), segment in zip(
+    for key, nonzero, stale, members, segment in zip(
         keys,
         _spans_of_rows(column["nonzero_ids"]),
         _spans_of_rows(column["stale_ids"]),
-        members,
+        _members_of_rows(column["cells"], column["ranks"], column["instances"]),
         column["segment"].to_pylist(),
         strict=True,
     ):
-        group = SnapshotGroup(
-            key=key,
-            nonzero=nonzero,
-            stale=stale,
-            members=tuple(zip(cells, ranks, instances, strict=True)),
-            segment=segment,
-        )
-        out[key].append(group)
+        out[key].append(SnapshotGroup(key, nonzero, stale, members, segment))
     return out
 
 
-def _lists(column: pa.ListArray) -> list[list[Any]]:
-    """Each row's list of a list column with no NULL list, as Python values: the values
-    converted once, then cut by the lists' lengths."""
-    if column.null_count:
-        return column.to_pylist()
-    ends = np.cumsum(list_lengths(column)).tolist()
-    values = column.values.slice(column.offsets[0].as_py(), ends[-1] if ends else 0)
-    flat = values.to_pylist()
-    return [flat[a:b] for a, b in itertools.pairwise([0, *ends])]
+def _members_of_rows(
+    cells: pa.ListArray, ranks: pa.ListArray, instances: pa.ListArray
+) -> list[tuple[Member, ...]]:
+    """Each group's members, one tuple per distinct list: a run's steps are mostly
+    snapshotted by the same cells, ranks and instances, so each list is made into Python
+    values once (160,000 members at 10,000 steps x 16 cells: one distinct list)."""
+    if (
+        cells.null_count
+        or ranks.null_count
+        or instances.null_count
+        or instances.type.value_type != pa.string()
+    ):
+        lists = (cells.to_pylist(), ranks.to_pylist(), instances.to_pylist())
+        return [tuple(zip(c, r, i, strict=True)) for c, r, i in zip(*lists, strict=True)]
+    offsets = np.cumsum(np.concatenate(([0], list_lengths(cells))))
+    flat = [
+        column.values.slice(column.offsets[0].as_py(), int(offsets[-1]))
+        for column in (cells, ranks, instances)
+    ]
+    # a list's key: its cells, ranks and instances' lengths as integers (and which are
+    # NULL), then the instances' text; read from the buffers, since pyarrow's
+    # dictionary_encode would import pyarrow.compute (0.1 s of start-up)
+    names = flat[2]
+    text_at = np.frombuffer(
+        names.buffers()[1], np.int32, count=len(names) + 1, offset=names.offset * 4
+    )
+    data = names.buffers()[2]
+    text = data.to_pybytes() if data is not None else b""
+    columns = [int64_numpy(flat[0], null=-1), int64_numpy(flat[1], null=-1), np.diff(text_at)]
+    columns += [null_mask(f).astype(np.int64) for f in flat]
+    codes = np.stack(columns, axis=1)
+    seen: dict[tuple[bytes, bytes], tuple[Member, ...]] = {}
+    out = []
+    text_bounds = text_at.tolist()
+    for a, b in itertools.pairwise(offsets.tolist()):
+        key = (codes[a:b].tobytes(), text[text_bounds[a] : text_bounds[b]])
+        members = seen.get(key)
+        if members is None:
+            members = seen[key] = tuple(
+                zip(*(f.slice(a, b - a).to_pylist() for f in flat), strict=True)
+            )
+        out.append(members)
+    return out
 
 
 def _spans_of_rows(column: pa.StructArray) -> list[Spans]:
     """Each row's set of an ``IntRuns`` column, as :meth:`Spans.from_column` makes it of
     the row's Python value (checked on load: a non-NULL set has as many starts as
-    lengths, neither NULL)."""
+    lengths, neither NULL). A row whose runs are canonical already (ascending, neither
+    empty nor touching: what the hooks log) is taken as it is, not normalised."""
     if column.null_count:
         return [Spans.from_column(v) for v in column.to_pylist()]
     starts_column = column.field("starts")
     counts = list_lengths(starts_column)
     starts = list_values(starts_column)
     ends = starts + list_values(column.field("lengths"))
-    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    row = np.repeat(np.arange(counts.size), counts)
+    bad = np.zeros(counts.size, dtype=bool)
+    bad[row[ends <= starts]] = True
+    follows = np.flatnonzero(row[1:] == row[:-1])  # run i + 1 comes after run i in a row
+    bad[row[follows[starts[follows + 1] <= ends[follows]]]] = True
     return [
-        Spans.of(starts[a:b], ends[a:b]) if b > a else Spans.empty()
-        for a, b in itertools.pairwise(bounds)
+        Spans.empty()
+        if b == a
+        else Spans.of(starts[a:b], ends[a:b])
+        if is_bad
+        else Spans(starts[a:b], ends[a:b])
+        for a, b, is_bad in zip(
+            bounds[:-1].tolist(), bounds[1:].tolist(), bad.tolist(), strict=True
+        )
     ]
 
 
@@ -210,6 +251,7 @@ class InstanceLayouts:
             self.heals[(r["incarnation"], r["cell"])].append(r["step"])
         for steps in self.heals.values():
             steps.sort()
+        self._healed = {incarnation for incarnation, _ in self.heals}
         self.sets: dict[tuple[int, int, int], set[str]] = defaultdict(set)
         """(incarnation, cell or -1 for the shared first generation, generation) -> instances"""
         for r in ctx.rows(INSTANCES, label="witness instances"):
@@ -225,6 +267,10 @@ class InstanceLayouts:
         if (incarnation, cell) not in self.heals:  # never healed (most cells): one lookup
             return self.sets.get((incarnation, -1, 0), _NONE)
         return self.sets.get(self._slot(incarnation, cell, step), _NONE)
+
+    def healed(self, incarnation: int) -> bool:
+        """Whether a cell was healed in the incarnation (its layout may change at a step)."""
+        return incarnation in self._healed
 
     def of_incarnation(self, incarnation: int) -> set[str]:
         """Every instance snapshotted in the incarnation, by any cell."""

@@ -15,6 +15,7 @@ from ftaudit.verifier.coverage import (
     SnapshotGroup,
     snapshot_groups,
 )
+from ftaudit.verifier.coverage_bulk import matching_steps
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.ring import position_of
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
@@ -87,20 +88,34 @@ class WitnessExactlyOnce(Rule):
         index = CoverageModel(ctx, allocations, B)
         layouts = InstanceLayouts(ctx)
         births = index.births(ctx, layouts)
+        # incremental: earlier steps were judged by an earlier check
+        judged = [step for step in ctx.committed if step.step >= ctx.since]
+        cleared = matching_steps(index, judged, by_key, {inc for inc, _ in births})
         violations: list[Violation] = []
         checked = 0
         excused = {"zero_advantage": 0, "no_tokens": 0}
-        for step in ctx.committed:
-            if step.step < ctx.since:
-                continue  # incremental: judged by an earlier check
-            normal = set(step.normal_cells())
+        # which instances a cell must snapshot depends on the step only through heals: in
+        # an incarnation without any, a step with the normal cells and snapshot members
+        # of a step found complete is complete too (a run's steps share a few shapes)
+        complete: set[tuple[object, ...]] = set()
+        for step in judged:
+            normal_cells = step.normal_cells()
+            normal = set(normal_cells)
             step_groups = by_key.get(step.key, [])
-            violations += self._absent(step, normal, step_groups, layouts)
+            shape = (step.incarnation, tuple(normal_cells), tuple(g.members for g in step_groups))
+            if shape not in complete:
+                absent = self._absent(step, normal, step_groups, layouts)
+                if not absent and not layouts.healed(step.incarnation):
+                    complete.add(shape)
+                violations += absent
             tally = index.excused_of(step)
             for name, n in tally.items():
                 excused[name] += n
             violations += self._mostly_excused(ctx, index, step, tally)
             if not step_groups:
+                continue
+            if step.key in cleared:  # every group matches: nothing to report
+                checked += sum(len(g.members_in(normal)) for g in step_groups)
                 continue
             window = index.active_window(step)
             if window is None:
