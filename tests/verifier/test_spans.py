@@ -143,3 +143,30 @@ def test_grouped_spans_are_each_groups_canonical_spans(runs: list[tuple[int, int
 def test_grouped_spans_decline_a_range_too_wide_to_shift() -> None:
     wide = np.asarray([0, 1 << 61], dtype=np.int64)
     assert spans.grouped_spans(np.asarray([0, 3]), wide, wide + 1) is None
+
+
+row_sets = st.lists(st.tuples(id_sets, id_sets), min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(row_sets, st.integers(min_value=-5, max_value=5))
+def test_bands_answer_for_every_row_as_row_by_row_algebra(
+    rows: list[tuple[set[int], set[int]]], low: int
+) -> None:
+    """Laid side by side, each row's difference is the row-by-row one; members outside a
+    row's band leave that row out instead of reaching into another row."""
+    bands = spans.Bands(low, 61 - low + 1)  # members in [low, 61)
+    firsts = [Spans.from_ids(sorted(a)) for a, _ in rows]
+    seconds = [
+        Spans.from_ids(sorted(b | ({low - 1} if k % 3 == 2 else set())))
+        for k, (_, b) in enumerate(rows)
+    ]
+    a, a_fit = bands.lay(firsts)
+    b, b_fit = bands.lay(seconds)
+    assert a_fit.tolist() == [not s or s.starts[0] >= low for s in firsts]
+    assert b_fit.tolist() == [not s or s.starts[0] >= low for s in seconds]
+    both = a_fit & b_fit
+    differ = set(bands.rows_of(a - b).tolist())
+    expected = {k for k, (x, y) in enumerate(zip(firsts, seconds, strict=True)) if x - y}
+    assert {k for k in differ if both[k]} == {k for k in expected if both[k]}
+    assert bands.fits(len(rows)) and not spans.Bands(0, 1 << 61).fits(2)

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ftaudit.eventlog.arrays import int64_numpy, list_lengths, list_values, null_mask
+from ftaudit.eventlog.arrays import int64_numpy, list_lengths, null_mask
 from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
 from ftaudit.verifier.ownership import Owners, resolve
 from ftaudit.verifier.ring import keep_size
-from ftaudit.verifier.spans import Spans
+from ftaudit.verifier.spans import Spans, spans_of_rows
 
 SNAPSHOT_GROUPS = """
     SELECT incarnation, step, attempt, nonzero_ids, stale_ids,
@@ -128,8 +128,8 @@ def snapshot_groups(ctx: RunContext) -> dict[StepKey, list[SnapshotGroup]]:
     )
     for key, nonzero, stale, members, segment in zip(
         keys,
-        _spans_of_rows(column["nonzero_ids"]),
-        _spans_of_rows(column["stale_ids"]),
+        spans_of_rows(column["nonzero_ids"]),
+        spans_of_rows(column["stale_ids"]),
         _members_of_rows(column["cells"], column["ranks"], column["instances"]),
         column["segment"].to_pylist(),
         strict=True,
@@ -181,35 +181,6 @@ def _members_of_rows(
             )
         out.append(members)
     return out
-
-
-def _spans_of_rows(column: pa.StructArray) -> list[Spans]:
-    """Each row's set of an ``IntRuns`` column, as :meth:`Spans.from_column` makes it of
-    the row's Python value (checked on load: a non-NULL set has as many starts as
-    lengths, neither NULL). A row whose runs are canonical already (ascending, neither
-    empty nor touching: what the hooks log) is taken as it is, not normalised."""
-    if column.null_count:
-        return [Spans.from_column(v) for v in column.to_pylist()]
-    starts_column = column.field("starts")
-    counts = list_lengths(starts_column)
-    starts = list_values(starts_column)
-    ends = starts + list_values(column.field("lengths"))
-    bounds = np.concatenate(([0], np.cumsum(counts)))
-    row = np.repeat(np.arange(counts.size), counts)
-    bad = np.zeros(counts.size, dtype=bool)
-    bad[row[ends <= starts]] = True
-    follows = np.flatnonzero(row[1:] == row[:-1])  # run i + 1 comes after run i in a row
-    bad[row[follows[starts[follows + 1] <= ends[follows]]]] = True
-    return [
-        Spans.empty()
-        if b == a
-        else Spans.of(starts[a:b], ends[a:b])
-        if is_bad
-        else Spans(starts[a:b], ends[a:b])
-        for a, b, is_bad in zip(
-            bounds[:-1].tolist(), bounds[1:].tolist(), bad.tolist(), strict=True
-        )
-    ]
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,10 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ftaudit.eventlog.arrays import concat_ranges, unique_sorted
+from ftaudit.eventlog.arrays import concat_ranges
 from ftaudit.verifier.context import CommittedStep, StepKey
 from ftaudit.verifier.coverage import CoverageModel, SnapshotGroup
-from ftaudit.verifier.spans import Spans
+from ftaudit.verifier.spans import Bands
 
 _I64 = np.int64
 
@@ -46,7 +46,7 @@ def matching_steps(
     counters = [model.counter_at(s) for s in todo]
     todo = [s for s, c in zip(todo, counters, strict=True) if c is not None]
     hi = np.fromiter((c for c in counters if c is not None), _I64, len(todo))
-    if not todo or B < 1 or (sum(len(groups[s.key]) for s in todo) + 1) * (B + 1) >= 1 << 62:
+    if not todo or B < 1 or not Bands(0, B + 1).fits(sum(len(groups[s.key]) for s in todo)):
         return set()
     simple, step_of, starts, ends = _expected_slots(model, todo, hi)
     rows: list[SnapshotGroup] = []
@@ -57,18 +57,23 @@ def matching_steps(
             row_step += [k] * len(groups[step.key])
     if not rows:
         return set()
-    rows_of_step = np.bincount(np.asarray(row_step, _I64), minlength=len(todo))
+    step_of_row = np.asarray(row_step, _I64)
+    rows_of_step = np.bincount(step_of_row, minlength=len(todo))
     first_row = np.cumsum(rows_of_step) - rows_of_step
+    bands = Bands(0, B + 1)  # ring slots: [0, B)
     # each step's expected slots, once in the band of each of its groups
     copies = rows_of_step[step_of]
-    band = concat_ranges(first_row[step_of], copies) * (B + 1)
-    expected = _banded(np.repeat(starts, copies) + band, np.repeat(ends, copies) + band)
-    nonzero, nonzero_ok = _in_bands([g.nonzero for g in rows], B)
-    stale, stale_ok = _in_bands([g.stale for g in rows], B)
+    expected = bands.pieces(
+        concat_ranges(first_row[step_of], copies),
+        np.repeat(starts, copies),
+        np.repeat(ends, copies),
+    )
+    nonzero, nonzero_fit = bands.lay([g.nonzero for g in rows])
+    stale, stale_fit = bands.lay([g.stale for g in rows])
     differ = ((expected - nonzero) | (nonzero - expected)) - stale
     bad = np.zeros(len(todo), dtype=bool)
-    bad[np.asarray(row_step, _I64)[~(nonzero_ok & stale_ok)]] = True
-    bad[np.asarray(row_step, _I64)[unique_sorted(differ.starts // (B + 1))]] = True
+    bad[step_of_row[~(nonzero_fit & stale_fit)]] = True
+    bad[step_of_row[bands.rows_of(differ)]] = True
     return {step.key for k, step in enumerate(todo) if simple[k] and not bad[k]}
 
 
@@ -129,23 +134,3 @@ def _expected_slots(
         np.concatenate((first_slot, np.zeros(int(wraps.sum()), _I64))),
         np.concatenate((np.minimum(end_slot, B), end_slot[wraps] - B)),
     )
-
-
-def _in_bands(sets: list[Spans], B: int) -> tuple[Spans, np.ndarray]:
-    """The sets, each shifted into its row's band, and which rows lay inside ``[0, B)``
-    (a row that does not is left out: it would reach into another band)."""
-    sizes = np.fromiter((s.starts.size for s in sets), _I64, len(sets))
-    row = np.repeat(np.arange(len(sets), dtype=_I64), sizes)
-    if not row.size:
-        return Spans.empty(), np.ones(len(sets), dtype=bool)
-    starts = np.concatenate([s.starts for s in sets])
-    ends = np.concatenate([s.ends for s in sets])
-    inside = np.ones(len(sets), dtype=bool)
-    inside[row[(starts < 0) | (ends > B)]] = False
-    keep = inside[row]
-    band = row[keep] * (B + 1)
-    return _banded(starts[keep] + band, ends[keep] + band), inside
-
-
-def _banded(starts: np.ndarray, ends: np.ndarray) -> Spans:
-    return Spans.of(starts, ends) if starts.size else Spans.empty()

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from ftaudit.eventlog.arrays import unique_sorted
+from ftaudit.eventlog.arrays import list_lengths, list_values, unique_sorted
 from ftaudit.eventlog.intruns import IntRuns
 
 _I64 = np.int64
@@ -268,6 +269,78 @@ def _combine_small(a: Spans, b: Spans, keep: Callable[[Any, Any], Any]) -> Spans
     if not starts:
         return Spans.empty()
     return Spans(np.array(starts, dtype=_I64), np.array(ends, dtype=_I64))
+
+
+def spans_of_rows(column: pa.StructArray) -> list[Spans]:
+    """Each row's set of an ``IntRuns`` column, as :meth:`Spans.from_column` makes it of
+    the row's Python value (checked on load: a non-NULL set has as many starts as
+    lengths, neither NULL). A row whose runs are canonical already (ascending, neither
+    empty nor touching: what the hooks log) is taken as it is, not normalised."""
+    if column.null_count:
+        return [Spans.from_column(v) for v in column.to_pylist()]
+    starts_column = column.field("starts")
+    counts = list_lengths(starts_column)
+    starts = list_values(starts_column)
+    ends = starts + list_values(column.field("lengths"))
+    bounds = np.concatenate(([0], np.cumsum(counts)))
+    row = np.repeat(np.arange(counts.size), counts)
+    bad = np.zeros(counts.size, dtype=bool)
+    bad[row[ends <= starts]] = True
+    follows = np.flatnonzero(row[1:] == row[:-1])  # run i + 1 comes after run i in a row
+    bad[row[follows[starts[follows + 1] <= ends[follows]]]] = True
+    return [
+        Spans.empty()
+        if b == a
+        else Spans.of(starts[a:b], ends[a:b])
+        if is_bad
+        else Spans(starts[a:b], ends[a:b])
+        for a, b, is_bad in zip(
+            bounds[:-1].tolist(), bounds[1:].tolist(), bad.tolist(), strict=True
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class Bands:
+    """The sets of many rows laid side by side as one set, so that one pass of set algebra
+    answers for every row (a few spans a row: numpy's cost per call would be most of the
+    work row by row).
+
+    Row ``k``'s members ``m`` in ``[low, low + width - 1)`` become ``k * width + m - low``;
+    the last integer of each band is never a member, so no span joins two rows.
+    """
+
+    low: int
+    width: int
+
+    def fits(self, rows: int) -> bool:
+        """Whether ``rows`` bands fit in int64."""
+        return (rows + 1) * self.width < 1 << 62
+
+    def lay(self, sets: list[Spans]) -> tuple[Spans, np.ndarray]:
+        """``sets`` (row ``k``: ``sets[k]``) as one set, and which rows fit their band (a
+        row that does not is left out: it would reach into another row's)."""
+        sizes = np.fromiter((s.starts.size for s in sets), _I64, len(sets))
+        row = np.repeat(np.arange(len(sets), dtype=_I64), sizes)
+        fits = np.ones(len(sets), dtype=bool)
+        if not row.size:
+            return Spans.empty(), fits
+        starts = np.concatenate([s.starts for s in sets])
+        ends = np.concatenate([s.ends for s in sets])
+        fits[row[(starts < self.low) | (ends > self.low + self.width - 1)]] = False
+        keep = fits[row]
+        return self.pieces(row[keep], starts[keep], ends[keep]), fits
+
+    def pieces(self, row: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        """Spans ``[starts, ends)`` of rows ``row`` (inside their bands) as one set."""
+        if not row.size:
+            return Spans.empty()
+        shift = row * self.width - self.low
+        return Spans.of(starts + shift, ends + shift)
+
+    def rows_of(self, spans: Spans) -> np.ndarray:
+        """The rows holding a member of ``spans`` (a set laid out by these bands), ascending."""
+        return unique_sorted(spans.starts // self.width)
 
 
 def union_all(spans: Iterable[Spans]) -> Spans:
