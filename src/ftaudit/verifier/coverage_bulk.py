@@ -86,7 +86,8 @@ def _expected_slots(
 
     A window holds some 180 allocations at B = 1,048,576 and 4,096 ids a step, most of
     them touching and committed: they are taken as chains (touching allocations, all
-    committed or all not), a few per window."""
+    committed or all not), a few per window. No allocation ends before it starts: the
+    load rejects a ``num_ids`` its ids do not hold (:mod:`ftaudit.verifier.validation`)."""
     B = model.B
     inc = np.fromiter((s.incarnation for s in steps), _I64, len(steps))
     lo = hi - np.minimum(model.keep, hi)
