@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 
 from ftaudit.verifier.context import RunContext, StepKey
-from ftaudit.verifier.coverage import CoverageModel, InstanceLayouts, snapshot_groups
-from ftaudit.verifier.coverage_bulk import matching_steps
+from ftaudit.verifier.coverage import (
+    CoverageModel,
+    InstanceLayouts,
+    StepCoverage,
+    snapshot_groups,
+)
+from ftaudit.verifier.coverage_bulk import matching_steps, step_coverage
 from ftaudit.verifier.ring import max_per_step
 from ftaudit.verifier.session import Session
 from tests.support.builder import DISCARDED, HEAD, NORMAL, RunBuilder
@@ -103,3 +108,43 @@ def test_bulk_pass_clears_only_matching_steps_of_every_ft004_case(
 ) -> None:
     cleared, matching = _cleared_and_matching(case.write(tmp_path / "run"))  # type: ignore[attr-defined]
     assert cleared <= matching
+
+
+def test_step_coverage_counts_what_the_one_by_one_comparison_counts(tmp_path: Path) -> None:
+    """The report's coverage takes a cleared step's shown slots as its expected ones."""
+    found = []
+    for seed in range(6):
+        rng = random.Random(seed)
+        b = RunBuilder(tmp_path / f"run{seed}", B=rng.choice((10, 16, 40)), cells=2)
+        try:
+            _random_run(b, rng, reissue=seed % 2 == 1)
+        finally:
+            b.close()
+        got, want = _coverage_both_ways(b.root)
+        assert [
+            (c.step, c.attempt, c.incarnation, c.snapshots, c.expected, c.seen, c.missing, c.extra)
+            for c in got
+        ] == want
+        found += got
+    assert any(c.missing or c.extra for c in found) and any(c.ok and c.seen for c in found)
+
+
+def _coverage_both_ways(root: Path) -> tuple[list[StepCoverage], list[tuple[int, ...]]]:
+    """``step_coverage``, and the same counts compared step by step."""
+    with Session.open(root) as session:
+        ctx = RunContext(session)
+        got = step_coverage(ctx)
+        model = CoverageModel(ctx, ctx.allocations, ctx.buffer_size or 0)
+        groups = snapshot_groups(ctx)
+        want = []
+        for step in ctx.committed:
+            window = model.active_window(step)
+            counts = [0, 0, 0, 0, 0]  # snapshots, expected, seen, missing, extra
+            for g in groups.get(step.key, []) if window is not None else []:
+                n = sum(m[0] in step.normal_cells() for m in g.members)
+                shown, due = g.nonzero - g.stale, window.expected_slots - g.stale
+                for k, size in enumerate((1, len(due), len(shown), len(due - shown))):
+                    counts[k] += n * size
+                counts[4] += n * len(shown - due)
+            want.append((step.step, step.attempt, step.incarnation, *counts))
+    return got, want

@@ -9,8 +9,9 @@ slots the snapshot names, minus excused slots (the trainer logged that the sampl
 gradient is exactly zero). Which instances a cell must snapshot follows its incarnation
 and its heals (:class:`InstanceLayouts`).
 
-FT004 judges with this model and the report draws it (:func:`step_coverage`), so the
-picture shows exactly what the rule compared.
+FT004 judges with this model and the report draws it
+(:func:`~ftaudit.verifier.coverage_bulk.step_coverage`), so the picture shows exactly what
+the rule compared.
 """
 
 from __future__ import annotations
@@ -409,41 +410,3 @@ class StepCoverage:
     @property
     def ok(self) -> bool:
         return self.missing == 0 and self.extra == 0
-
-
-def step_coverage(ctx: RunContext) -> list[StepCoverage]:
-    """Expected against seen witness slots per committed step, as FT004 compares them."""
-    B = ctx.buffer_size
-    if B is None or not ctx.allocations:
-        return []
-    groups = snapshot_groups(ctx)
-    model = CoverageModel(ctx, ctx.allocations, B)
-    out = []
-    for step in ctx.committed:
-        normal = set(step.normal_cells())
-        window = model.active_window(step)
-        expected = seen = missing = extra = snapshots = 0
-        for g in groups.get(step.key, []):
-            members = len(g.members_in(normal))
-            if not members or window is None:
-                continue
-            want = window.expected_slots - g.stale
-            got = g.nonzero - g.stale
-            snapshots += members
-            expected += members * len(want)
-            seen += members * len(got)
-            missing += members * len(want - got)
-            extra += members * len(got - want)
-        out.append(
-            StepCoverage(
-                step.step,
-                step.attempt,
-                step.incarnation,
-                snapshots,
-                expected,
-                seen,
-                missing,
-                extra,
-            )
-        )
-    return out

@@ -12,7 +12,8 @@ The pass only clears. A step it clears has every snapshot group's nonzero and ex
 slots differ at most on that group's stale slots, which is what FT004 checks of a step
 whose window holds no overlapping or excused allocation and no newly born instance.
 Every other step (those cases, an unknown counter, ids outside the ring, any difference)
-goes to the rule's one-by-one comparison, which alone writes violations.
+goes to the rule's one-by-one comparison, which alone writes violations. The report's
+per-step coverage (:func:`step_coverage`) counts a cleared step the same way.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from ftaudit.eventlog.arrays import concat_ranges
-from ftaudit.verifier.context import CommittedStep, StepKey
-from ftaudit.verifier.coverage import CoverageModel, SnapshotGroup
+from ftaudit.verifier.context import CommittedStep, RunContext, StepKey
+from ftaudit.verifier.coverage import (
+    CoverageModel,
+    SnapshotGroup,
+    StepCoverage,
+    snapshot_groups,
+)
 from ftaudit.verifier.spans import Bands
 
 _I64 = np.int64
@@ -135,3 +141,44 @@ def _expected_slots(
         np.concatenate((first_slot, np.zeros(int(wraps.sum()), _I64))),
         np.concatenate((np.minimum(end_slot, B), end_slot[wraps] - B)),
     )
+
+
+def step_coverage(ctx: RunContext) -> list[StepCoverage]:
+    """Expected against seen witness slots per committed step, as FT004 compares them (a
+    step :func:`matching_steps` clears expects exactly the slots it shows)."""
+    B = ctx.buffer_size
+    if B is None or not ctx.allocations:
+        return []
+    groups = snapshot_groups(ctx)
+    model = CoverageModel(ctx, ctx.allocations, B)
+    cleared = matching_steps(model, ctx.committed, groups)
+    out = []
+    for step in ctx.committed:
+        normal = set(step.normal_cells())
+        matches = step.key in cleared
+        window = None if matches else model.active_window(step)
+        expected = seen = missing = extra = snapshots = 0
+        for g in groups.get(step.key, []):
+            members = len(g.members_in(normal))
+            if not members or (window is None and not matches):
+                continue
+            got = g.nonzero - g.stale
+            want = got if window is None else window.expected_slots - g.stale
+            snapshots += members
+            expected += members * len(want)
+            seen += members * len(got)
+            missing += members * len(want - got)
+            extra += members * len(got - want)
+        out.append(
+            StepCoverage(
+                step.step,
+                step.attempt,
+                step.incarnation,
+                snapshots,
+                expected,
+                seen,
+                missing,
+                extra,
+            )
+        )
+    return out

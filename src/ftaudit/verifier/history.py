@@ -17,7 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ftaudit.verifier.context import CellResult, RunContext, parse_cells
-from ftaudit.verifier.coverage import StepCoverage, step_coverage
+from ftaudit.verifier.coverage import StepCoverage
+from ftaudit.verifier.coverage_bulk import step_coverage
 from ftaudit.verifier.session import Session
 
 AttemptKey = tuple[int, int, int]
