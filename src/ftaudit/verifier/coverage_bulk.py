@@ -48,11 +48,12 @@ def matching_steps(
     another expectation (:meth:`ActiveWindow.expected_since`): never cleared here.
     """
     B = model.B
+    bands = Bands(0, B + 1)  # ring slots: [0, B)
     todo = [s for s in steps if s.key in groups and s.incarnation not in born]
     counters = [model.counter_at(s) for s in todo]
     todo = [s for s, c in zip(todo, counters, strict=True) if c is not None]
     hi = np.fromiter((c for c in counters if c is not None), _I64, len(todo))
-    if not todo or B < 1 or not Bands(0, B + 1).fits(sum(len(groups[s.key]) for s in todo)):
+    if not todo or B < 1 or not bands.fits(sum(len(groups[s.key]) for s in todo)):
         return set()
     simple, step_of, starts, ends = _expected_slots(model, todo, hi)
     rows: list[SnapshotGroup] = []
@@ -66,7 +67,6 @@ def matching_steps(
     step_of_row = np.asarray(row_step, _I64)
     rows_of_step = np.bincount(step_of_row, minlength=len(todo))
     first_row = np.cumsum(rows_of_step) - rows_of_step
-    bands = Bands(0, B + 1)  # ring slots: [0, B)
     # each step's expected slots, once in the band of each of its groups
     copies = rows_of_step[step_of]
     expected = bands.pieces(

@@ -375,25 +375,19 @@ def grouped_spans(
     """:meth:`Spans.of` for every group at once, without a numpy call per group.
 
     Returns ``(group, start, end)`` of each group's canonical spans, by group, then start
-    (two groups hold the same set iff they list the same spans); None where the integers
-    range too widely to number every group's apart in int64 (the caller goes group by
-    group then).
+    (two groups hold the same set iff they list the same spans), laid out as
+    :class:`Bands`; None where a group is negative or the integers range too widely to
+    number every group's apart in int64 (the caller goes group by group then).
     """
     keep = ends > starts
     groups, starts, ends = groups[keep], starts[keep], ends[keep]
-    order = np.lexsort((starts, groups))
-    groups, starts, ends = groups[order], starts[order], ends[order]
     if not groups.size:
         return groups, starts, ends
-    # one running end over all groups: group g's integers are shifted into
-    # [g * width, (g + 1) * width), so a group never reaches into the next one
     low = int(starts.min())
-    width = int(ends.max()) - low + 1
-    if width * (int(groups.max()) - min(int(groups.min()), 0) + 2) >= 1 << 62:
+    bands = Bands(low, int(ends.max()) - low + 1)
+    if int(groups.min()) < 0 or not bands.fits(int(groups.max()) + 1):
         return None
-    shift = groups * width - low
-    reach = np.maximum.accumulate(ends + shift)
-    new = np.ones(groups.size, dtype=bool)
-    new[1:] = starts[1:] + shift[1:] > reach[:-1]
-    heads = np.flatnonzero(new)
-    return groups[heads], starts[heads], np.maximum.reduceat(ends, heads)
+    merged = bands.pieces(groups, starts, ends)
+    group = merged.starts // bands.width
+    shift = group * bands.width - low
+    return group, merged.starts - shift, merged.ends - shift
