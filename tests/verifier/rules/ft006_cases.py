@@ -22,6 +22,16 @@ def _replicas(b: RunBuilder, cell1: dict[str, str]) -> None:
     run.finish()
 
 
+def _reference_logged_twice(b: RunBuilder, cell1: dict[str, str]) -> None:
+    """Cell 0's rank logs two checksums at one point: cell 1 is compared with the first."""
+    run = b.start()
+    run.train(0, [0, 1, 2])
+    run.checksum(0, 0, {"w": "a0"})
+    run.checksum(0, 0, {"w": "a9"})
+    run.checksum(0, 1, cell1)
+    run.finish()
+
+
 def restore_differs(b: RunBuilder) -> None:
     run = b.start()
     run.train(0, [0, 1, 2])
@@ -332,6 +342,17 @@ CASES: tuple[Case, ...] = (
     Case(
         "the same rank in two cells with different hashes",
         partial(_replicas, cell1={"w": "a1", "exp_avg": "m0"}),
+        (Expect(step=0, cell=1, text="1 tensor(s) hash differently [w]"),),
+        cells=2,
+    ),
+    Case(
+        "the reference cell logs twice at one point: its first checksum is the reference",
+        partial(_reference_logged_twice, cell1={"w": "a0"}),
+        cells=2,
+    ),
+    Case(
+        "the reference cell logs twice at one point: matching its second is a difference",
+        partial(_reference_logged_twice, cell1={"w": "a9"}),
         (Expect(step=0, cell=1, text="1 tensor(s) hash differently [w]"),),
         cells=2,
     ),
