@@ -92,6 +92,28 @@ def test_chunks_and_lookups_spell_out_each_sample_from_its_run(
         assert fed.key_positions(k).tolist() == np.unique(position[key == k]).tolist()
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
+@pytest.mark.parametrize("seed", range(10))
+def test_a_chunks_runs_answer_for_their_samples(
+    seed: int, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk's pieces of runs: each piece's attempt is its samples', and ``any_per_run``
+    is true exactly for the pieces holding a sample where the per-sample flag is."""
+    monkeypatch.setattr(fed_module, "CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    runs = sorted(_random_runs(rng, 5), key=lambda r: r[0])
+    fed = _fed(runs, 5)
+    run_of = np.concatenate([np.full(n, i) for i, (_, _, n) in enumerate(runs)] + [[]])
+    for c in fed.chunks():
+        assert (c.run_count > 0).all() and int(c.run_count.sum()) == c.position.size
+        flag = rng.random(c.position.size) < 0.3
+        mine = run_of[c.rows]
+        # per sample, plainly: does any sample of its run in this chunk hold the flag
+        plain = np.asarray([flag[mine == r].any() for r in mine], dtype=bool)
+        assert np.repeat(c.any_per_run(flag), c.run_count).tolist() == plain.tolist()
+        assert np.repeat(c.run_key, c.run_count).tolist() == c.key.tolist()
+
+
 @pytest.mark.parametrize("chunk", [1, 4, 1 << 20])
 @pytest.mark.parametrize("seed", range(20))
 def test_fed_twice_is_every_sample_at_a_repeated_position(

@@ -56,18 +56,39 @@ class FedRuns:
 
 @dataclass(frozen=True)
 class FedChunk:
-    """The fed samples ``lo .. lo + len(position) - 1``, their per-sample arrays spelled out."""
+    """The fed samples ``lo .. lo + len(position) - 1``, their per-sample arrays spelled out,
+    and the pieces of runs they lie in (what holds for a whole run is asked per run)."""
 
     lo: int
     position: np.ndarray
     fingerprint: np.ndarray
     claimed_item: np.ndarray
-    key: np.ndarray
-    cell: np.ndarray
+    run_key: np.ndarray
+    """The attempt (an index into :attr:`FedSamples.keys`) of each piece, in order."""
+    run_cell: np.ndarray
+    run_count: np.ndarray
+    """The samples of each piece (none empty)."""
 
     @property
     def rows(self) -> slice:
         return slice(self.lo, self.lo + int(self.position.size))
+
+    @property
+    def key(self) -> np.ndarray:
+        """Per sample: its attempt."""
+        return np.repeat(self.run_key, self.run_count)
+
+    @property
+    def cell(self) -> np.ndarray:
+        """Per sample: the cell that fed it."""
+        return np.repeat(self.run_cell, self.run_count)
+
+    def any_per_run(self, per_sample: np.ndarray) -> np.ndarray:
+        """Per piece: whether ``per_sample`` (a bool per sample) holds for any of its samples."""
+        if not self.run_count.size:
+            return np.zeros(0, dtype=bool)
+        offsets = np.concatenate(([0], np.cumsum(self.run_count)[:-1]))
+        return np.logical_or.reduceat(per_sample, offsets)
 
 
 @dataclass(frozen=True)
@@ -152,13 +173,15 @@ class FedSamples:
                 claimed = (
                     self.read_claimed_item[rows] if unclaimed else self.read_claimed_item[stored]
                 )
+            some = count > 0
             yield FedChunk(
                 lo,
                 concat_ranges(runs.start[r] + a - first, count),
                 fingerprint,
                 claimed,
-                np.repeat(runs.key[r], count),
-                np.repeat(runs.cell[r], count),
+                runs.key[r][some],
+                runs.cell[r][some],
+                count[some],
             )
 
     def key_positions(self, key: int) -> np.ndarray:
@@ -484,7 +507,9 @@ class StreamMap:
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per position: its epoch and item (``UNKNOWN`` where nothing declares them)."""
         if not self.reference and self.dataset_size:
-            return positions // self.dataset_size, positions % self.dataset_size
+            epochs = positions // self.dataset_size
+            # one division, not two (``%`` divides again): the same for every integer
+            return epochs, positions - epochs * self.dataset_size
         epochs = np.full(positions.size, UNKNOWN, dtype=np.int64)
         items = np.full(positions.size, UNKNOWN, dtype=np.int64)
         if not self.reference:

@@ -666,8 +666,10 @@ def _judge(
     claims: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
     committed_n = 0
     for chunk in fed.chunks():
-        committed = committed_key[chunk.key]
-        committed_n += int(committed.sum())
+        # per run, not per sample: a run's samples share their attempt
+        run_committed = committed_key[chunk.run_key]
+        committed = np.repeat(run_committed, chunk.run_count)
+        committed_n += int(chunk.run_count[run_committed].sum())
         epochs, declared, items = _place(stream, chunk.position, chunk.claimed_item)
         ok = committed & (epochs != UNKNOWN)
         if manifest is not None:
@@ -680,7 +682,7 @@ def _judge(
             other &= claimed != declared
             claims.append(np.flatnonzero(other) + chunk.lo)
         mask[chunk.rows] = ok
-        mask_keys[chunk.key[ok]] = True
+        mask_keys[chunk.run_key[chunk.any_per_run(ok)]] = True
     return _Judged(committed_n, np.concatenate(wrong), np.concatenate(claims), mask, mask_keys)
 
 
