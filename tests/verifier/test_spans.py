@@ -28,6 +28,21 @@ def test_algebra_matches_python_sets(a: set[int], b: set[int]) -> None:
     assert (x == y) == (a == b)
 
 
+one_span = st.tuples(st.integers(min_value=0, max_value=20), st.integers(min_value=1, max_value=8))
+
+
+@settings(max_examples=150, deadline=None)
+@given(one_span, one_span)
+def test_two_single_spans_combine_as_sets(a: tuple[int, int], b: tuple[int, int]) -> None:
+    """One span each (FT003's clean positions and an attempt's fresh ones): apart,
+    touching, overlapping or nested, in either order."""
+    x, y = Spans.of([a[0]], [a[0] + a[1]]), Spans.of([b[0]], [b[0] + b[1]])
+    u = set(range(a[0], a[0] + a[1])) | set(range(b[0], b[0] + b[1]))
+    for joined in (x | y, y | x):
+        assert _set(joined) == u
+        assert joined == Spans.from_ids(sorted(u))
+
+
 @settings(max_examples=150, deadline=None)
 @given(id_sets, st.integers(min_value=-3, max_value=64), st.integers(min_value=-3, max_value=64))
 def test_covers_is_range_inclusion(a: set[int], lo: int, hi: int) -> None:
