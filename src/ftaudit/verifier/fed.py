@@ -65,23 +65,12 @@ class FedChunk:
     claimed_item: np.ndarray
     run_key: np.ndarray
     """The attempt (an index into :attr:`FedSamples.keys`) of each piece, in order."""
-    run_cell: np.ndarray
     run_count: np.ndarray
     """The samples of each piece (none empty)."""
 
     @property
     def rows(self) -> slice:
         return slice(self.lo, self.lo + int(self.position.size))
-
-    @property
-    def key(self) -> np.ndarray:
-        """Per sample: its attempt."""
-        return np.repeat(self.run_key, self.run_count)
-
-    @property
-    def cell(self) -> np.ndarray:
-        """Per sample: the cell that fed it."""
-        return np.repeat(self.run_cell, self.run_count)
 
     def any_per_run(self, per_sample: np.ndarray) -> np.ndarray:
         """Per piece: whether ``per_sample`` (a bool per sample) holds for any of its samples."""
@@ -180,7 +169,6 @@ class FedSamples:
                 fingerprint,
                 claimed,
                 runs.key[r][some],
-                runs.cell[r][some],
                 count[some],
             )
 
