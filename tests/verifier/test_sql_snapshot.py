@@ -92,7 +92,9 @@ def _record(run: Path, queries: dict[str, set[str]]) -> dict[str, list[str]]:
 
 def test_the_sql_matches_the_snapshot(good_run: Path, tmp_path: Path) -> None:
     resumed = synthesize(tmp_path / "run", small_synth(12, restarts=1, checkpoint_every=4))
-    now = _sql_now([good_run, resumed.run_dir])
+    # replicas that differ: FT006 compares checksums tensor by tensor only where a point's differ
+    diverged = synthesize(tmp_path / "diverged", small_synth(12, bug="checksum_mismatch"))
+    now = _sql_now([good_run, resumed.run_dir, diverged.run_dir])
     if os.environ.get("FTAUDIT_UPDATE_SNAPSHOT"):
         SNAPSHOT.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
     stored = json.loads(SNAPSHOT.read_text())

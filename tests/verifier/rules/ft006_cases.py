@@ -340,6 +340,11 @@ CASES: tuple[Case, ...] = (
         cells=2,
     ),
     Case(
+        "replicas agree, their tensors listed in another order",
+        partial(_replicas, cell1={"exp_avg": "m0", "w": "a0"}),
+        cells=2,
+    ),
+    Case(
         "the same rank in two cells with different hashes",
         partial(_replicas, cell1={"w": "a1", "exp_avg": "m0"}),
         (Expect(step=0, cell=1, text="1 tensor(s) hash differently [w]"),),
