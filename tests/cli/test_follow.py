@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from ftaudit.cli.follow import follow
 from ftaudit.cli.verify_cmd import build_app
 from ftaudit.synth import synthesize
+from ftaudit.verifier.anchors import NO_ANCHORS
+from ftaudit.verifier.pacing import CpuShare
 from tests.support.cli import check_exit
 from tests.support.processes import as_foreground_job
 from tests.support.synth_runs import small_synth
@@ -90,7 +93,7 @@ def test_follow_judges_a_live_run_then_gives_the_offline_verdict(tmp_path: Path)
     # the followers start first: the run directory does not exist yet
     full_out, stopped_out = tmp_path / "full.json", tmp_path / "stopped.txt"
     full = _follower(run_dir, full_out, "--format", "json")
-    stopped = _follower(run_dir, stopped_out)
+    stopped = _follower(run_dir, stopped_out, "--cpu-share", "0.5")  # paced by its own CPU
     full_err, stopped_err = _Lines(full), _Lines(stopped)
     writer_log = tmp_path / "writer.log"
     with writer_log.open("w") as log:
@@ -156,3 +159,46 @@ def test_follow_and_since_step_do_not_go_together(tmp_path: Path) -> None:
     result = CliRunner().invoke(build_app(), ["--follow", "--since-step", "3", str(tmp_path)])
     check_exit(result, 2)
     assert result.stderr == "error: --follow and --since-step do not go together\n"
+
+
+@pytest.mark.parametrize(
+    ("share", "waits"),
+    [(None, 0.1), (0.1, 0.25), (0.5, 0.1)],  # a wait is never shorter than --interval
+)
+def test_a_paced_follower_waits_for_its_last_polls_cpu_over_the_share(
+    tmp_path: Path, share: float | None, waits: float
+) -> None:
+    config = small_synth(6, cells=1, buffer_size=256, samples_per_step=16, checkpoint_every=3)
+    run = synthesize(tmp_path / "run", config).run_dir
+    # the driver's last segment (its run_finished) held back: the run is live until the
+    # follower's third wait publishes it
+    last = max((run / "events").glob("driver.*/*.parquet"))
+    held = tmp_path / "held.parquet"
+    last.rename(held)
+    wall, cpu = [0.0], [0.0]
+
+    def cpu_clock() -> float:
+        cpu[0] += 0.025  # read before and after each poll: a poll "costs" 0.025 s
+        return cpu[0]
+
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        wall[0] += seconds
+        if len(slept) == 3:
+            held.rename(last)
+
+    pacer = None if share is None else CpuShare(share, clock=lambda: wall[0], cpu=cpu_clock)
+    report = follow(
+        run,
+        interval=0.1,
+        select=None,
+        skip=(),
+        data_manifests=(),
+        anchors=NO_ANCHORS,
+        pacer=pacer,
+        sleep=sleep,
+    )
+    assert report.passed()
+    assert slept == [pytest.approx(waits)] * 3

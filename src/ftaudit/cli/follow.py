@@ -18,6 +18,7 @@ from ftaudit.cli.terminal import say
 from ftaudit.verifier.anchors import Anchors
 from ftaudit.verifier.findings import Report
 from ftaudit.verifier.online import OnlineVerifier, Poll
+from ftaudit.verifier.pacing import CpuShare
 
 
 def follow(
@@ -28,22 +29,25 @@ def follow(
     skip: tuple[str, ...],
     data_manifests: tuple[Path, ...],
     anchors: Anchors,
+    pacer: CpuShare | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Report:
-    """Poll ``run_dir`` every ``interval`` seconds; return the final report."""
+    """Poll ``run_dir`` every ``interval`` seconds, or less often where ``pacer`` says the
+    last poll's CPU needs a longer wait; return the final report."""
     from ftaudit.verifier.render.describe import location_text
 
     online = OnlineVerifier(
         run_dir, select=select, skip=skip, data_manifests=data_manifests, anchors=anchors
     )
-    say(f"ft-verify: following {run_dir} (every {interval:g} s; Ctrl-C stops)")
+    share = f", at most {pacer.share:.1%} of a core" if pacer is not None else ""
+    say(f"ft-verify: following {run_dir} (every {interval:g} s{share}; Ctrl-C stops)")
     try:
         while True:
-            poll = online.poll()
+            poll = pacer.run(online.poll) if pacer is not None else online.poll()
             _tell(poll, online, location_text)
             if poll.final is not None:
                 return poll.final
-            sleep(interval)
+            sleep(max(interval, pacer.wait()) if pacer is not None else interval)
     except KeyboardInterrupt:
         _stopped(online)
         raise

@@ -17,9 +17,11 @@ from ftaudit.cli.verify_options import ReportFormat, VerifyArgs
 
 
 def _option(option: opts.Option, **extra: object) -> typer.models.OptionInfo:
-    """``option`` as typer declares it (its names, metavar, help and minimum)."""
+    """``option`` as typer declares it (its names, metavar, help and bounds)."""
     if option.minimum is not None:
         extra["min"] = option.minimum
+    if option.maximum is not None:
+        extra["max"] = option.maximum
     if option.metavar is not None:
         extra["metavar"] = option.metavar
     return typer.Option(*option.decls, help=option.help, **extra)  # type: ignore[arg-type]
@@ -35,6 +37,7 @@ def verify(
     since_step: Annotated[int | None, _option(opts.SINCE_STEP)] = None,
     follow: Annotated[bool, _option(opts.FOLLOW)] = False,
     interval: Annotated[float, _option(opts.INTERVAL)] = opts.DEFAULT_INTERVAL,
+    cpu_share: Annotated[float | None, _option(opts.CPU_SHARE)] = None,
     data_manifest: Annotated[list[Path] | None, _option(opts.DATA_MANIFEST)] = None,
     require_finished: Annotated[bool, _option(opts.REQUIRE_FINISHED)] = False,
     fallback: Annotated[list[Path] | None, _option(opts.FALLBACK_DIR)] = None,
@@ -64,6 +67,7 @@ def verify(
             since_step=since_step,
             follow=follow,
             interval=interval,
+            cpu_share=cpu_share,
             data_manifest=tuple(data_manifest or ()),
             require_finished=require_finished,
             fallback=tuple(fallback or ()),

@@ -33,9 +33,10 @@ class ReportFormat(StrEnum):
 
 FORMATS = frozenset(f.value for f in ReportFormat)
 
-Kind = Literal["format", "path", "paths", "names", "flag", "step", "seconds"]
+Kind = Literal["format", "path", "paths", "names", "flag", "step", "seconds", "share"]
 """How an option's value is read: one report format, one path, repeatable paths or names, a
-flag, a step number (an int >= ``minimum``) or seconds (a float >= ``minimum``)."""
+flag, a step number (an int >= ``minimum``), seconds (a float >= ``minimum``) or a share
+(a float from ``minimum`` to ``maximum``)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Option:
     help: str
     metavar: str | None = None
     minimum: float | None = None
+    maximum: float | None = None
 
 
 RUN_DIR_HELP = "The run directory (the folder holding events/)."
@@ -96,6 +98,18 @@ INTERVAL = Option(
     "With --follow: how long to wait between two looks at the run.",
     "SECONDS",
     minimum=0.01,
+)
+CPU_SHARE = Option(
+    "cpu_share",
+    ("--cpu-share",),
+    "share",
+    "With --follow: the largest share of one core the follower may take, from 0.001 "
+    "to 1 (0.01: 1%). After a poll that took C seconds of CPU the next one waits until "
+    "C / SHARE seconds after it began (at least --interval): steps are judged later, "
+    "none is skipped.",
+    "SHARE",
+    minimum=0.001,
+    maximum=1.0,
 )
 DATA_MANIFEST = Option(
     "data_manifest",
@@ -147,6 +161,7 @@ OPTIONS = (
     SINCE_STEP,
     FOLLOW,
     INTERVAL,
+    CPU_SHARE,
     DATA_MANIFEST,
     REQUIRE_FINISHED,
     FALLBACK_DIR,
@@ -178,6 +193,7 @@ class VerifyArgs:
     since_step: int | None = None
     follow: bool = False
     interval: float = DEFAULT_INTERVAL
+    cpu_share: float | None = None
     data_manifest: tuple[Path, ...] = ()
     require_finished: bool = False
     fallback: tuple[Path, ...] = ()
@@ -240,8 +256,10 @@ def _value(option: Option, text: str) -> object | None:
     number: float | None = None
     if option.kind == "step" and _STEP.fullmatch(text):
         number = int(text)
-    elif option.kind == "seconds" and _SECONDS.fullmatch(text):
+    elif option.kind in ("seconds", "share") and _SECONDS.fullmatch(text):
         number = float(text)
     if number is None or (option.minimum is not None and number < option.minimum):
+        return None
+    if option.maximum is not None and number > option.maximum:
         return None
     return number

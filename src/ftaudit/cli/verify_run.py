@@ -46,11 +46,14 @@ def execute(args: VerifyArgs) -> NoReturn:
         if args.since_step is not None:
             abort("--follow and --since-step do not go together", exit_codes.UNUSABLE)
         from ftaudit.cli.follow import follow as follow_run
+        from ftaudit.verifier.pacing import CpuShare
 
+        share = args.cpu_share
         report = guarded(
             lambda: follow_run(
                 args.run_dir,
                 interval=args.interval,
+                pacer=CpuShare(share) if share is not None else None,
                 select=select,
                 skip=skip,
                 data_manifests=args.data_manifest,
