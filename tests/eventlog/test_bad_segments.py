@@ -70,13 +70,15 @@ def _flip_data(segment: Path) -> None:
     segment.write_bytes(bytes(data))
 
 
+@pytest.mark.parametrize("threads", [0, 2])
 def test_the_first_undecodable_segment_in_order_is_reported(
-    writer: EventWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    writer: EventWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int
 ):
-    """Segments decode on threads, a few ahead (two here, so the queue refills): a later
-    bad segment may fail first on its thread, yet the error names the first in the
-    listing, as when they were read one by one."""
+    """Segments decode on threads where there are cores to spare, a few ahead (two here,
+    so the queue refills): a later bad segment may fail first on its thread, yet the
+    error names the first in the listing, as when they are read one by one (no thread)."""
     monkeypatch.setattr(load, "DECODE_AHEAD", 2)
+    monkeypatch.setattr(load, "DECODE_THREADS", threads)
     for flush in range(6):
         for i in range(100):
             writer.log(Metric(step=flush * 100 + i, attempt=0, values={"i": float(i)}))

@@ -10,6 +10,7 @@ number of files.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
@@ -106,6 +107,18 @@ def _leaf_count(arrow: pa.DataType) -> int:
     return 1
 
 
+DECODE_THREADS = max(0, min(4, (os.cpu_count() or 1) - 2))
+"""Threads decoding segments ahead of the caller; none where there are two cores or fewer.
+
+Decoding releases the GIL, but it is not all that a load does beside the caller: the
+rows go into DuckDB on threads of their own (:mod:`~ftaudit.eventlog.fanout`), and a
+follower's Python holds the GIL between Arrow calls. On this project's 2 cores, opening
+the largest benchmark run (10,000 steps x 16 cells) took 5.6-5.8 s of CPU and 3.4-3.5 s
+of wall time decoding in the caller's thread against 5.9-6.2 s and 3.8 s on two decoding
+threads (three rounds alternating), and a follower's poll decoded its 34 new segments in
+24-28 ms of CPU against 47-53 ms: the threads only contended for the GIL and the cores.
+The caller's thread and the ingest take two cores; decoding ahead gets what is left."""
+
 DECODE_AHEAD = 64
 """At most this many segments decoded ahead of the one the caller waits for."""
 
@@ -121,12 +134,10 @@ def read_segments(
 ) -> Iterator[tuple[SegmentInfo, pa.Table]]:
     """Each segment with its rows (:func:`read_segment`, with its footer from ``footers``
     where they hold it, of ``columns`` only), in the order given, decoded on
-    :data:`~ftaudit.eventlog.pool.THREADS` threads a few segments ahead.
+    :data:`DECODE_THREADS` threads a few segments ahead (none: as the caller asks).
 
-    Arrow's decode releases the GIL, so a second core shortens the wall time of loading
-    (not its CPU time: the hand-offs add a little). Results and errors come back in order
-    (see :func:`~ftaudit.eventlog.pool.in_order`): the first unreadable segment is the one
-    reported.
+    Results and errors come back in order (see :func:`~ftaudit.eventlog.pool.in_order`):
+    the first unreadable segment is the one reported.
     """
     known = footers if footers is not None else {}
     # by shape: segments of one shape share one interned schema
@@ -146,6 +157,7 @@ def read_segments(
         ahead=DECODE_AHEAD,
         weight=attrgetter("num_rows"),
         max_weight=DECODE_AHEAD_ROWS,
+        threads=DECODE_THREADS,
     )
 
 

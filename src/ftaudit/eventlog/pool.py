@@ -27,24 +27,29 @@ def in_order(
     ahead: int,
     weight: Callable[[_T], int] | None = None,
     max_weight: int = 0,
+    threads: int = THREADS,
 ) -> Iterator[tuple[_T, _R]]:
-    """Each item with ``work(item)``, in the order given, computed on :data:`THREADS`
-    threads at most ``ahead`` items ahead (and, with ``weight``, about ``max_weight`` of
-    it once each thread has an item: what is held stays bounded when items are large).
+    """Each item with ``work(item)``, in the order given, computed on ``threads`` threads
+    at most ``ahead`` items ahead (and, with ``weight``, about ``max_weight`` of it once
+    each thread has an item: what is held stays bounded when items are large); with no
+    thread (``threads`` 0), one by one in the caller's thread as it asks.
 
     Results and errors come back in order: the first item in that order whose work
     raised is the one whose error is raised, as when they were done one by one (a later
     one may fail first on its thread; its error is never seen). Stopping early cancels
     what was not started.
     """
+    if threads < 1:
+        yield from ((item, work(item)) for item in items)
+        return
     queued = iter(items)
     pending: deque[tuple[_T, Future[_R], int]] = deque()
     held = 0
-    with ThreadPoolExecutor(THREADS, thread_name_prefix="ftaudit-read") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="ftaudit-read") as pool:
         try:
             while True:
                 while len(pending) < ahead and (
-                    weight is None or held < max_weight or len(pending) < THREADS
+                    weight is None or held < max_weight or len(pending) < threads
                 ):
                     item = next(queued, None)
                     if item is None:
