@@ -113,11 +113,13 @@ DECODE_THREADS = max(0, min(4, (os.cpu_count() or 1) - 2))
 Decoding releases the GIL, but it is not all that a load does beside the caller: the
 rows go into DuckDB on threads of their own (:mod:`~ftaudit.eventlog.fanout`), and a
 follower's Python holds the GIL between Arrow calls. On this project's 2 cores, opening
-the largest benchmark run (10,000 steps x 16 cells) took 5.6-5.8 s of CPU and 3.4-3.5 s
-of wall time decoding in the caller's thread against 5.9-6.2 s and 3.8 s on two decoding
-threads (three rounds alternating), and a follower's poll decoded its 34 new segments in
-24-28 ms of CPU against 47-53 ms: the threads only contended for the GIL and the cores.
-The caller's thread and the ingest take two cores; decoding ahead gets what is left."""
+the largest benchmark run (10,000 steps x 16 cells) took 0.1-1.05 s less CPU decoding in
+the caller's thread than on two decoding threads (seven rounds alternating; less wall
+time in six), and a follower's poll decoded its 34 new segments in 25-27 ms of CPU
+against 36-38 ms: the threads mostly contended for the GIL and the cores. The caller's
+thread and the ingest take two cores; decoding ahead gets what is left. (A run of
+thousands of unrolled small segments is the exception: threads shortened its load by up
+to 2 s of 14-16, for a tenth more CPU.)"""
 
 DECODE_AHEAD = 64
 """At most this many segments decoded ahead of the one the caller waits for."""
