@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.eventlog import scan_run
@@ -297,3 +298,35 @@ def test_a_follower_keeps_the_row_positions_of_the_merged_segments_it_cuts_only(
     synthesize(tmp_path / "run", config, after_step=after_step)
     assert max(kept) > 0  # merged segments were cut
     assert all(k <= 2 * w for k, w in zip(kept, writers, strict=True)), (kept, writers)
+
+
+def test_a_segment_altered_after_a_follower_listed_its_writer_is_found_live(
+    tmp_path: Path,
+) -> None:
+    """A segment sealed after the follower's window was loaded, then rewritten with equal
+    rows but other bytes (its footer's digest left as sealed), is found by the poll that
+    takes it in, as offline: the follower hashes the new segments it decodes."""
+    config = dataclasses.replace(SMALL, restarts=0, retries=0)
+    online = OnlineVerifier(tmp_path / "run", since_step=0)
+    seen: set[Path] = set()
+    altered: list[Path] = []
+
+    def after_step(step: int) -> None:
+        files = {f.path for f in list_segments(tmp_path / "run", allow_empty=True).files}
+        sealed = sorted(p for p in files - seen if "trainer" in p.parent.name)
+        if step >= 12 and sealed and not altered:  # the window is loaded: read whole
+            victim = sealed[0]
+            table = pq.read_table(victim)
+            meta = pq.read_metadata(victim).metadata
+            pq.write_table(table.replace_schema_metadata(meta), victim, compression="none")
+            altered.append(victim)
+        seen.update(files)
+        online.poll()
+
+    run = synthesize(tmp_path / "run", config, after_step=after_step)
+    live = [v for v in online.violations if v.kind == "altered_segment"]
+    assert [v.location.segment for v in live] == [str(altered[0])]
+    assert online.poll().finished
+    offline = verify(run.run_dir)
+    found = [v for r in offline.results for v in r.violations if v.kind == "altered_segment"]
+    assert [v.location.segment for v in found] == [str(altered[0])]
