@@ -20,12 +20,13 @@ from ftaudit.eventlog.sql import ident
 from ftaudit.eventlog.type_tables import table_of
 from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
-from ftaudit.verifier import Report, Violation, verify
+from ftaudit.verifier import Report, verify
 from ftaudit.verifier.anchors import NO_ANCHORS
 from ftaudit.verifier.engine import check_session, select_rules
 from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.session import Session
+from tests.support.online_agreement import check_agreement, finding, without_timings
 from tests.support.synth_runs import LOOKBACK
 
 SHAPE = LOOKBACK
@@ -42,17 +43,6 @@ class Followed:
     polls_that_judged: int
 
 
-def _finding(v: Violation) -> tuple[object, ...]:
-    """A finding as the agreement compares it: rule, step and incarnation.
-
-    Not the cell nor the kind: a rule whose baseline lies outside the incremental window
-    names the other side or another cause. FT012 compares a changed parameter manifest
-    with the earliest one loaded (offline, incarnation 0's; live, another cell of the
-    same incarnation).
-    """
-    return (v.code, v.location.step, v.location.incarnation)
-
-
 def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 0) -> Followed:
     online = OnlineVerifier(run_dir, since_step=since)
     judged = 0
@@ -65,55 +55,29 @@ def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 
             judged += poll.judged is not None
 
     run = synthesize(run_dir, config, after_step=after_step)
-    provisional = {_finding(v) for v in online.violations}
+    provisional = {finding(v) for v in online.violations}
     live = online.judged_through
     assert online.poll().finished
     return Followed(run, online, provisional, live, judged)
 
 
-def _keys(report: Report) -> set[tuple[object, ...]]:
-    return {_finding(v) for r in report.results for v in r.violations}
-
-
-def _without_timings(report: Report) -> dict:
-    out = report.to_dict()
-    for result in out["results"]:
-        result.pop("seconds", None)
-    return out
-
-
 def _as_polled(report: Report) -> dict:
     """A report as a follower's poll keeps it: the violations, not how much was checked
     (a poll does not count: :meth:`~ftaudit.verifier.context.RunContext.count`)."""
-    out = _without_timings(report)
+    out = without_timings(report)
     for result in out["results"]:
         result.pop("checked", None)
     return out
 
 
 def _check_agreement(followed: Followed, *, live_evidence_kept: bool = True) -> None:
-    """The final report is the offline one; the live findings are the offline findings
-    at the steps judged live (by rule, kind and location: a message may name more ids
-    once more of the run is known), unless ``live_evidence_kept`` is False: the run's
-    events of steps judged live were removed after the fact."""
-    offline = verify(followed.run.run_dir)
-    final = followed.online.final
-    assert final is not None
-    assert _without_timings(final) == _without_timings(offline)
-    assert followed.online.passed() == offline.passed()
-    found = _keys(offline)
-    # nothing provisional that the whole log does not confirm
-    assert followed.provisional <= found, followed.provisional - found
-    if not live_evidence_kept:
-        return
-    # everything the whole log shows at a step judged live was found live
-    settled = {
-        _finding(v)
-        for r in offline.results
-        for v in r.violations
-        if v.location.step is not None and v.location.step <= followed.judged_live
-    }
-    assert settled <= followed.provisional, settled - followed.provisional
+    check_agreement(
+        followed.run.run_dir,
+        followed.online,
+        followed.provisional,
+        followed.judged_live,
+        live_evidence_kept=live_evidence_kept,
+    )
 
 
 SMALL = dataclasses.replace(SHAPE, steps=24, restarts=1, retries=2, checkpoint_every=6)
@@ -330,3 +294,60 @@ def test_a_segment_altered_after_a_follower_listed_its_writer_is_found_live(
     offline = verify(run.run_dir)
     found = [v for r in offline.results for v in r.violations if v.kind == "altered_segment"]
     assert [v.location.segment for v in found] == [str(altered[0])]
+
+
+def _publish(run: Path, live: Path, wanted: list[Path]) -> None:
+    """Make ``live`` hold ``run``'s files outside ``events/`` (the run's file, its
+    manifests) and the segments ``wanted`` (hard links: a sealed segment is the file as it
+    stays)."""
+    outside = [p for p in run.rglob("*") if p.is_file() and "events" not in p.parts]
+    for source in [*outside, *wanted]:
+        target = live / source.relative_to(run)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.hardlink_to(source)
+
+
+def test_a_step_is_judged_once_every_writer_sealed_past_it(tmp_path: Path) -> None:
+    """A writer's steps only grow, so step K is settled when every writer of the
+    incarnation sealed an event at a step past K. One trainer lags (its flushes since the
+    last checkpoint, which vouched for what it had sealed, not sealed yet): the follower
+    judges no step it may still log rows of; those steps are judged once it sealed them,
+    and the verdicts agree with the offline ones."""
+    config = dataclasses.replace(SMALL, restarts=0, retries=0, flush_every=2)
+    run = synthesize(tmp_path / "run", config).run_dir
+    cache = FooterCache()
+    tops: dict[Path, int] = {}  # each segment's largest step
+    for listed in list_segments(run).files:
+        top = cache.max_step(cache.info(listed).path)
+        tops[listed.path] = -1 if top is None else top
+    lagging = sorted(p.parent for p in tops if p.parent.name.startswith("trainer"))[0]
+
+    def sealed(limit: int, lag_limit: int) -> list[Path]:
+        """Each writer's segments up to its first one past ``limit`` (``lag_limit`` for
+        the lagging trainer): what the writers had sealed at some moment."""
+        out = []
+        for writer in {p.parent for p in tops}:
+            top = lag_limit if writer == lagging else limit
+            for path in sorted(p for p in tops if p.parent == writer):
+                if tops[path] > top:
+                    break
+                out.append(path)
+        return out
+
+    early = sealed(10, 5)  # checkpoints after steps 5 and 11
+    lag_top = max(tops[p] for p in early if p.parent == lagging)
+    assert lag_top < max(tops[p] for p in early) - 2  # it lags by more than a step
+
+    live = tmp_path / "live"
+    online = OnlineVerifier(live)
+    _publish(run, live, early)
+    first = online.poll().judged
+    assert first is not None and first[1] == lag_top - 1, (first, lag_top)
+    _publish(run, live, sealed(10, 10))
+    caught_up = online.poll().judged
+    assert caught_up is not None and caught_up[0] == lag_top, (caught_up, lag_top)
+    provisional, judged_live = {finding(v) for v in online.violations}, online.judged_through
+    _publish(run, live, list(tops))
+    assert online.poll().finished
+    check_agreement(live, online, provisional, judged_live)

@@ -1,0 +1,105 @@
+"""What makes a follower's verdicts agree with the offline verifier's, and a follower that
+polls a run another process is writing (the demo, the soak)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ftaudit.verifier import Report, Violation, verify
+from ftaudit.verifier.online import OnlineVerifier
+
+POLL_EVERY_S = 0.3
+"""A live follower's pause between polls (what it judges does not depend on it)."""
+
+
+def finding(v: Violation) -> tuple[object, ...]:
+    """A finding as the agreement compares it: rule, step and incarnation.
+
+    Not the cell nor the kind: a rule whose baseline lies outside the incremental window
+    names the other side or another cause. FT012 compares a changed parameter manifest
+    with the earliest one loaded (offline, incarnation 0's; live, another cell of the
+    same incarnation).
+    """
+    return (v.code, v.location.step, v.location.incarnation)
+
+
+def findings(report: Report) -> set[tuple[object, ...]]:
+    return {finding(v) for r in report.results for v in r.violations}
+
+
+def without_timings(report: Report) -> dict:
+    out = report.to_dict()
+    for result in out["results"]:
+        result.pop("seconds", None)
+    return out
+
+
+def check_agreement(
+    run_dir: Path,
+    online: OnlineVerifier,
+    provisional: set[tuple[object, ...]],
+    judged_live: int,
+    *,
+    live_evidence_kept: bool = True,
+) -> None:
+    """``online`` followed ``run_dir`` to its end, finding ``provisional`` and judging
+    steps up to ``judged_live`` before the run finished. Its final report is the offline
+    one; nothing it found live is missing from the offline report; and the offline
+    findings at the steps judged live were found live (by rule, step and incarnation: a
+    message may name more ids once more of the run is known), unless
+    ``live_evidence_kept`` is False: the run's events of steps judged live were removed
+    after the fact."""
+    offline = verify(run_dir)
+    final = online.final
+    assert final is not None
+    assert without_timings(final) == without_timings(offline)
+    assert online.passed() == offline.passed()
+    found = findings(offline)
+    assert provisional <= found, provisional - found  # no false alarm, even provisional
+    if not live_evidence_kept:
+        return
+    settled = {
+        finding(v)
+        for r in offline.results
+        for v in r.violations
+        if v.location.step is not None and v.location.step <= judged_live
+    }
+    assert settled <= provisional, settled - provisional
+
+
+@contextmanager
+def following(run_dir: Path) -> Iterator[OnlineVerifier]:
+    """A follower of ``run_dir`` polling on a thread of its own while the block runs
+    (another process writes the run; the directory may not exist yet); on leaving, the
+    last polls judge the finished run, and the agreement with the offline verifier is
+    checked (:func:`check_agreement`). A poll's error is raised in the block's thread."""
+    online = OnlineVerifier(run_dir)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+    live: list[set[tuple[object, ...]]] = [set()]  # what the polls before the end found
+
+    def poll() -> None:
+        try:
+            while not stop.is_set() and not online.poll().finished:
+                live[0] = {finding(v) for v in online.violations}
+                stop.wait(POLL_EVERY_S)
+        except BaseException as exc:  # raised below, in the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=poll, name="follower", daemon=True)
+    thread.start()
+    try:
+        yield online
+    finally:
+        stop.set()
+        thread.join()
+    if failed:
+        raise failed[0]
+    if online.final is None:
+        live[0] = {finding(v) for v in online.violations}
+    judged_live = online.judged_through  # a finished run's poll judges no step
+    assert online.poll().finished, f"{run_dir}: the run did not finish"
+    check_agreement(run_dir, online, live[0], judged_live)
