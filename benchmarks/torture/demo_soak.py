@@ -9,9 +9,13 @@ job (driver) SIGKILLed mid-step once at a random step, once before the first che
 twice in successive incarnations, or never. ``ftaudit demo`` resumes a killed job from the
 latest checkpoint. ``ftaudit demo`` must exit 0.
 
-Run: ``.venv/bin/python benchmarks/torture/demo_soak.py [--seeds 20] [--out DIR]``
-(each seed takes one to five minutes on 2 cores). Failing runs are kept in ``--out``.
-``tests/reliability/test_demo_soak.py`` runs a short version in CI.
+With ``--follow``, ``ft-verify --follow`` tails each run while it trains, through its job
+kills and resumes: it must report no violation, even provisional, and end with the
+offline report (``ft-verify --format json``, timings aside).
+
+Run: ``.venv/bin/python benchmarks/torture/demo_soak.py [--seeds 20] [--follow] [--out
+DIR]`` (each seed takes one to five minutes on 2 cores). Failing runs are kept in
+``--out``. ``tests/reliability/test_demo_soak.py`` runs a short version in CI, followed.
 """
 
 from __future__ import annotations
@@ -126,19 +130,75 @@ RAY_DID_NOT_START = "The current node timed out during startup"
 verdict: it is launched again (up to ``--ray-starts`` times) and counted apart."""
 
 
-def run_demo(cmd: list[str], run_dir: Path, timeout: int, starts: int) -> tuple[int, str, int]:
-    """One soak run: (exit code, output, launches whose Ray node did not start)."""
+FOLLOWER_TIMEOUT_S = 300
+"""How long a follower may take, once the demo exited, to judge the finished run."""
+
+
+def run_demo(
+    cmd: list[str], run_dir: Path, timeout: int, starts: int, *, follow: bool = False
+) -> tuple[int, str, int]:
+    """One soak run: (exit code, output, launches whose Ray node did not start). With
+    ``follow``, a follower that disagrees with the offline verdict makes the code -2."""
     code, log = -1, ""
     for failed in range(starts):
         shutil.rmtree(run_dir, ignore_errors=True)
+        follower = _follower(run_dir) if follow else None
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            _stop(follower)
             return -1, f"timed out after {timeout} s\n{exc.stderr or ''}", failed
         code, log = done.returncode, done.stdout + done.stderr
         if RAY_DID_NOT_START not in log:
+            if follower is not None:
+                disagrees = _disagreement(follower, run_dir)
+                if disagrees:
+                    return -2, f"{log}\nfollower: {disagrees}", failed
             return code, log, failed
+        _stop(follower)
     return code, log, starts
+
+
+def _follower(run_dir: Path) -> subprocess.Popen[str]:
+    """``ft-verify --follow`` of ``run_dir``, started before the demo creates it."""
+    ft_verify = Path(sys.executable).with_name("ft-verify")
+    return subprocess.Popen(
+        [str(ft_verify), "--follow", "--format", "json", "--interval", "0.5", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(follower: subprocess.Popen[str] | None) -> None:
+    if follower is not None:
+        follower.kill()
+        follower.communicate()
+
+
+def _disagreement(follower: subprocess.Popen[str], run_dir: Path) -> str:
+    """Why the follower's verdicts disagree with the offline verifier's ("": they agree)."""
+    try:
+        out, said = follower.communicate(timeout=FOLLOWER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _stop(follower)
+        return f"did not finish within {FOLLOWER_TIMEOUT_S} s of the demo's exit"
+    ft_verify = Path(sys.executable).with_name("ft-verify")
+    offline = subprocess.run(
+        [str(ft_verify), "--format", "json", str(run_dir)], capture_output=True, text=True
+    )
+    if follower.returncode != offline.returncode:
+        return f"exit {follower.returncode}, offline {offline.returncode}\n{said}"
+    if "new violation" in said:
+        return f"violations reported live\n{said}"
+    try:
+        live, whole = json.loads(out), json.loads(offline.stdout)
+    except json.JSONDecodeError:
+        return f"no final report\n{said}"
+    for report in (live, whole):
+        for result in report["results"]:
+            result.pop("seconds", None)
+    return "" if live == whole else f"its final report differs from the offline one\n{said}"
 
 
 def main() -> None:
@@ -151,6 +211,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
     parser.add_argument("--out", type=Path, default=Path("runs/soak"))
     parser.add_argument("--ray-starts", type=int, default=3, help="launches per run at most")
+    parser.add_argument(
+        "--follow", action="store_true", help="tail each run with ft-verify --follow as well"
+    )
     args = parser.parse_args()
     ftaudit = Path(sys.executable).with_name("ftaudit")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -176,7 +239,9 @@ def main() -> None:
             "--faults",
             json.dumps(plan),
         ]
-        code, log, ray_failed = run_demo(cmd, run_dir, args.timeout, args.ray_starts)
+        code, log, ray_failed = run_demo(
+            cmd, run_dir, args.timeout, args.ray_starts, follow=args.follow
+        )
         ray_timeouts += ray_failed
         seconds = time.perf_counter() - started
         cell_faults = [f for f in plan["faults"] if f.get("target") != "driver"]

@@ -3,7 +3,9 @@
 Each test runs the real entry points in subprocesses (Ray and process kills do not
 belong inside the pytest process). The clean demo must verify (exit 0) for several
 seeds; every defect of the bug matrix must make ``ft-verify`` exit 1 through the rule
-expected to catch it, with a message that names the symptom.
+expected to catch it, with a message that names the symptom. An online verifier follows
+each demo as it trains, through the job kills and resumes: what it finds live the
+offline verdict confirms, and its final report is the offline one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 import ftaudit
 from ftaudit.demo.bugs import BUGS, Bug
+from tests.support.online_agreement import following
 
 BIN = Path(sys.executable).parent
 # about 1 minute on a quiet 2-core machine; at load 40 a demo took 7 minutes (each lost
@@ -39,7 +42,8 @@ def _run(args: list[str], timeout: float = DEMO_TIMEOUT_S) -> subprocess.Complet
 
 
 def _demo(run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return _run([str(BIN / "ftaudit"), "demo", str(run_dir), *extra])
+    with following(run_dir):
+        return _run([str(BIN / "ftaudit"), "demo", str(run_dir), *extra])
 
 
 def _report(run_dir: Path) -> tuple[int, dict[str, object]]:

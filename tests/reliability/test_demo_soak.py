@@ -11,6 +11,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.online_agreement import following
 from tests.support.processes import load_benchmark
 
 
@@ -37,7 +38,8 @@ def test_the_twenty_seeds_cover_every_job_kill_scenario_and_long_retries() -> No
 @pytest.mark.slow
 def test_a_short_soak_verifies(tmp_path: Path) -> None:
     """Seed 2, shortened: a step retried 3+ times, a job kill, then another in the resumed
-    incarnation's first step, and cell faults; ``ftaudit demo`` must verify."""
+    incarnation's first step, and cell faults; ``ftaudit demo`` must verify, and a follower
+    of the live run agree with the offline verdict."""
     soak = _soak()
     plan = soak.schedule(2, steps=8, cells=2, rate=0.5)
     kills = [f for f in plan["faults"] if f.get("target") == "driver"]
@@ -58,6 +60,9 @@ def test_a_short_soak_verifies(tmp_path: Path) -> None:
         "--faults",
         json.dumps(plan),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env, check=False)
+    with following(tmp_path / "run"):
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=1200, env=env, check=False
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[incarnation 2]" in done.stderr
