@@ -4,12 +4,12 @@ polls a run another process is writing (the demo, the soak)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ftaudit.verifier import Report, Violation, verify
-from ftaudit.verifier.online import OnlineVerifier
+from ftaudit.verifier.online import OnlineVerifier, Poll
 
 POLL_EVERY_S = 0.3
 """A live follower's pause between polls (what it judges does not depend on it)."""
@@ -41,17 +41,17 @@ def check_agreement(
     run_dir: Path,
     online: OnlineVerifier,
     provisional: set[tuple[object, ...]],
-    judged_live: int,
+    judged: Collection[tuple[int, int]],
     *,
     live_evidence_kept: bool = True,
 ) -> None:
-    """``online`` followed ``run_dir`` to its end, finding ``provisional`` and judging
-    steps up to ``judged_live`` before the run finished. Its final report is the offline
-    one; nothing it found live is missing from the offline report; and the offline
-    findings at the steps judged live were found live (by rule, step and incarnation: a
-    message may name more ids once more of the run is known), unless
-    ``live_evidence_kept`` is False: the run's events of steps judged live were removed
-    after the fact."""
+    """``online`` followed ``run_dir`` to its end, finding ``provisional`` and judging the
+    ``(incarnation, step)`` pairs ``judged`` before the run finished. Its final report is
+    the offline one; nothing it found live is missing from the offline report; and the
+    offline findings at the steps judged live were found live (by rule, step and
+    incarnation: a message may name more ids once more of the run is known), unless
+    ``live_evidence_kept`` is False: the run's events of steps judged live were removed,
+    or evidence about them came, after the fact."""
     offline = verify(run_dir)
     final = online.final
     assert final is not None
@@ -61,13 +61,23 @@ def check_agreement(
     assert provisional <= found, provisional - found  # no false alarm, even provisional
     if not live_evidence_kept:
         return
+    steps = {step for _, step in judged}
     settled = {
         finding(v)
         for r in offline.results
         for v in r.violations
-        if v.location.step is not None and v.location.step <= judged_live
+        if (v.location.incarnation, v.location.step) in judged
+        or (v.location.incarnation is None and v.location.step in steps)
     }
     assert settled <= provisional, settled - provisional
+
+
+def judged_pairs(poll: Poll) -> set[tuple[int, int]]:
+    """The ``(incarnation, step)`` pairs ``poll`` judged."""
+    if poll.judged is None or poll.incarnation is None:
+        return set()
+    first, last = poll.judged
+    return {(poll.incarnation, step) for step in range(first, last + 1)}
 
 
 @contextmanager
@@ -75,16 +85,26 @@ def following(run_dir: Path) -> Iterator[OnlineVerifier]:
     """A follower of ``run_dir`` polling on a thread of its own while the block runs
     (another process writes the run; the directory may not exist yet); on leaving, the
     last polls judge the finished run, and the agreement with the offline verifier is
-    checked (:func:`check_agreement`). A poll's error is raised in the block's thread."""
+    checked (:func:`check_agreement`): nothing found live that the offline verdict
+    lacks, and the final report the offline one. Not that every offline finding at a
+    step judged live was found live: in the demo some evidence about a step arrives from
+    a later process (a cell's replacement, a resumed incarnation) after the step was
+    judged, and only the final verdict has it. A poll's error is raised in the block's
+    thread."""
     online = OnlineVerifier(run_dir)
     stop = threading.Event()
     failed: list[BaseException] = []
     live: list[set[tuple[object, ...]]] = [set()]  # what the polls before the end found
+    judged: set[tuple[int, int]] = set()
 
     def poll() -> None:
         try:
-            while not stop.is_set() and not online.poll().finished:
+            while not stop.is_set():
+                polled = online.poll()
+                if polled.finished:
+                    return
                 live[0] = {finding(v) for v in online.violations}
+                judged.update(judged_pairs(polled))
                 stop.wait(POLL_EVERY_S)
         except BaseException as exc:  # raised below, in the test's thread
             failed.append(exc)
@@ -100,6 +120,5 @@ def following(run_dir: Path) -> Iterator[OnlineVerifier]:
         raise failed[0]
     if online.final is None:
         live[0] = {finding(v) for v in online.violations}
-    judged_live = online.judged_through  # a finished run's poll judges no step
     assert online.poll().finished, f"{run_dir}: the run did not finish"
-    check_agreement(run_dir, online, live[0], judged_live)
+    check_agreement(run_dir, online, live[0], judged, live_evidence_kept=False)

@@ -26,7 +26,12 @@ from ftaudit.verifier.engine import check_session, select_rules
 from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.session import Session
-from tests.support.online_agreement import check_agreement, finding, without_timings
+from tests.support.online_agreement import (
+    check_agreement,
+    finding,
+    judged_pairs,
+    without_timings,
+)
 from tests.support.synth_runs import LOOKBACK
 
 SHAPE = LOOKBACK
@@ -40,12 +45,15 @@ class Followed:
     """Violations the polls reported before the run finished."""
     judged_live: int
     """The last step judged before the run finished."""
+    judged: set[tuple[int, int]]
+    """The ``(incarnation, step)`` pairs judged before the run finished."""
     polls_that_judged: int
 
 
 def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 0) -> Followed:
     online = OnlineVerifier(run_dir, since_step=since)
     judged = 0
+    pairs: set[tuple[int, int]] = set()
 
     def after_step(step: int) -> None:
         nonlocal judged
@@ -53,12 +61,13 @@ def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 
             poll = online.poll()
             assert not poll.finished  # the run ends after its last step
             judged += poll.judged is not None
+            pairs.update(judged_pairs(poll))
 
     run = synthesize(run_dir, config, after_step=after_step)
     provisional = {finding(v) for v in online.violations}
     live = online.judged_through
     assert online.poll().finished
-    return Followed(run, online, provisional, live, judged)
+    return Followed(run, online, provisional, live, pairs, judged)
 
 
 def _as_polled(report: Report) -> dict:
@@ -75,7 +84,7 @@ def _check_agreement(followed: Followed, *, live_evidence_kept: bool = True) -> 
         followed.run.run_dir,
         followed.online,
         followed.provisional,
-        followed.judged_live,
+        followed.judged,
         live_evidence_kept=live_evidence_kept,
     )
 
@@ -308,46 +317,79 @@ def _publish(run: Path, live: Path, wanted: list[Path]) -> None:
             target.hardlink_to(source)
 
 
+def _tops(run: Path) -> dict[Path, int]:
+    """Each segment of ``run``: the largest step it holds (-1: none)."""
+    cache = FooterCache()
+    tops = {}
+    for listed in list_segments(run).files:
+        top = cache.max_step(cache.info(listed).path)
+        tops[listed.path] = -1 if top is None else top
+    return tops
+
+
+def _sealed(tops: dict[Path, int], limit: int, lagging: Path, lag_limit: int) -> list[Path]:
+    """Each writer's segments up to its first one past ``limit`` (``lag_limit`` for the
+    writer ``lagging``): what the writers had sealed at some moment."""
+    out = []
+    for writer in {p.parent for p in tops}:
+        top = lag_limit if writer == lagging else limit
+        for path in sorted(p for p in tops if p.parent == writer):
+            if tops[path] > top:
+                break
+            out.append(path)
+    return out
+
+
 def test_a_step_is_judged_once_every_writer_sealed_past_it(tmp_path: Path) -> None:
-    """A writer's steps only grow, so step K is settled when every writer of the
-    incarnation sealed an event at a step past K. One trainer lags (its flushes since the
-    last checkpoint, which vouched for what it had sealed, not sealed yet): the follower
+    """A writer's steps only grow, so step K is settled when every writer that may log
+    about it has sealed an event past K. One trainer lags (its flushes since the last
+    checkpoint, which vouched for what it had sealed, not sealed yet): the follower
     judges no step it may still log rows of; those steps are judged once it sealed them,
     and the verdicts agree with the offline ones."""
     config = dataclasses.replace(SMALL, restarts=0, retries=0, flush_every=2)
     run = synthesize(tmp_path / "run", config).run_dir
-    cache = FooterCache()
-    tops: dict[Path, int] = {}  # each segment's largest step
-    for listed in list_segments(run).files:
-        top = cache.max_step(cache.info(listed).path)
-        tops[listed.path] = -1 if top is None else top
+    tops = _tops(run)
     lagging = sorted(p.parent for p in tops if p.parent.name.startswith("trainer"))[0]
-
-    def sealed(limit: int, lag_limit: int) -> list[Path]:
-        """Each writer's segments up to its first one past ``limit`` (``lag_limit`` for
-        the lagging trainer): what the writers had sealed at some moment."""
-        out = []
-        for writer in {p.parent for p in tops}:
-            top = lag_limit if writer == lagging else limit
-            for path in sorted(p for p in tops if p.parent == writer):
-                if tops[path] > top:
-                    break
-                out.append(path)
-        return out
-
-    early = sealed(10, 5)  # checkpoints after steps 5 and 11
+    early = _sealed(tops, 10, lagging, 5)  # checkpoints after steps 5 and 11
     lag_top = max(tops[p] for p in early if p.parent == lagging)
     assert lag_top < max(tops[p] for p in early) - 2  # it lags by more than a step
 
     live = tmp_path / "live"
     online = OnlineVerifier(live)
     _publish(run, live, early)
-    first = online.poll().judged
-    assert first is not None and first[1] == lag_top - 1, (first, lag_top)
-    _publish(run, live, sealed(10, 10))
-    caught_up = online.poll().judged
-    assert caught_up is not None and caught_up[0] == lag_top, (caught_up, lag_top)
-    provisional, judged_live = {finding(v) for v in online.violations}, online.judged_through
+    first = online.poll()
+    assert first.judged is not None and first.judged[1] == lag_top - 1, (first, lag_top)
+    _publish(run, live, _sealed(tops, 10, lagging, 10))
+    caught_up = online.poll()
+    assert caught_up.judged is not None and caught_up.judged[0] == lag_top, caught_up
+    provisional = {finding(v) for v in online.violations}
+    judged = judged_pairs(first) | judged_pairs(caught_up)
     _publish(run, live, list(tops))
     assert online.poll().finished
-    check_agreement(live, online, provisional, judged_live)
+    check_agreement(live, online, provisional, judged)
+
+
+@pytest.mark.parametrize("bug", [None, "missing_sample"])
+def test_a_trainer_that_has_sealed_nothing_yet_holds_the_steps_it_ran_back(
+    tmp_path: Path, bug: str | None
+) -> None:
+    """A trainer's first flush can come after the driver ended several steps (a writer
+    flushes on an interval): the step ends name its rank, so those steps wait for it.
+    Judged without it, a clean run read as missing its snapshots and fingerprints."""
+    config = dataclasses.replace(SMALL, restarts=0, retries=0, flush_every=2, bug=bug, bug_step=2)
+    run = synthesize(tmp_path / "run", config).run_dir
+    tops = _tops(run)
+    silent = sorted(p.parent for p in tops if p.parent.name.startswith("trainer"))[0]
+    live = tmp_path / "live"
+    online = OnlineVerifier(live)
+    _publish(run, live, _sealed(tops, 4, silent, -5))  # before checkpoint 5 vouched for it
+    waiting = online.poll()
+    assert waiting.judged is None and not online.violations, online.violations
+    _publish(run, live, _sealed(tops, 10, silent, 10))
+    judged = online.poll()
+    assert judged.judged is not None and judged.judged[0] == 0, judged
+    provisional = {finding(v) for v in online.violations}
+    _publish(run, live, list(tops))
+    assert online.poll().finished
+    check_agreement(live, online, provisional, judged_pairs(judged))
+    assert bool(provisional) == (bug is not None)

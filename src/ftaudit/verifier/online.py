@@ -10,10 +10,13 @@ segments those steps need.
 
 **Settled.** A writer's steps only grow, so once a writer has sealed an event at step
 ``S`` every event it will log at steps ``< S`` is on disk. Step ``K`` of the newest
-incarnation is settled when every writer of that incarnation has sealed an event at a
-step ``> K`` (older incarnations' writers are finished: what they sealed is all there
-is). A writer that has sealed nothing yet is not waited for: until its first flush, its
-steps may read as missing (see ``docs/verifier.md``, online verification).
+incarnation is settled when the driver has ended it (its ``step_end`` is sealed) and
+every writer that may still log about it has sealed an event at a step ``> K``: each
+trainer rank the step end names (a rank whose first flush is still pending included),
+and every writer that is not one trainer rank's (the driver's, an engine's). A trainer
+of a cell that crashed, or that the step leaves out, is not waited for. Older
+incarnations' writers are finished: what they sealed is all there is. An incarnation
+that logs no step end waits for every writer that has sealed anything.
 
 **Provisional, then final.** A verdict on a settled step is provisional: a later crash
 may abandon the step (the resumed incarnation re-runs it, and the poll judges the re-run
@@ -43,6 +46,8 @@ from ftaudit.verifier.incremental import FooterCache, IncrementalScope, Kept, se
 from ftaudit.verifier.session import Session
 
 _RESUMED_FROM = default_registry["run_started"].column("resumed_from")
+_STEP_END_CELLS = default_registry["step_end"].column("cells")
+_CELL, _RANK = "source_cell", "source_rank"
 _DRIVER_PREFIX = "driver."
 
 
@@ -79,6 +84,8 @@ class Poll:
     """The offline verification of the whole run, once its last incarnation finished."""
     segments_read: int = 0
     """How many segments this poll loaded (0 when it judged nothing)."""
+    incarnation: int | None = None
+    """The incarnation whose steps :attr:`judged` names (None when it judged nothing)."""
 
     @property
     def finished(self) -> bool:
@@ -87,12 +94,29 @@ class Poll:
 
 @dataclass
 class _Frontier:
-    """What the sealed segments say about the run's progress, updated segment by segment."""
+    """What the sealed segments say about the run's progress, updated segment by segment.
+
+    Where the newest incarnation logs step ends, step K waits for the writers its step end
+    names: each trainer rank of a cell that did not crash (a rank's rows may still be
+    buffered when the driver ends the step, and a rank that has sealed nothing yet is
+    still one of them), and every writer that is not one trainer rank's (the driver's,
+    an engine's). A trainer whose cell died, or that a step leaves out, does not hold the
+    later steps back. Without step ends, K waits for every writer that sealed anything.
+    """
 
     incarnation: int = -1
     finished: bool = False
     tops: dict[str, int] = field(default_factory=dict)
     """Each writer of the newest incarnation: the largest step it sealed (-1: none)."""
+    ranks: dict[str, tuple[int, int] | None] = field(default_factory=dict)
+    """Each writer of the newest incarnation: the trainer rank ``(cell, rank)`` it logs for
+    (None: not one rank's), read from its first segment (a writer's rank never changes)."""
+    ends: list[tuple[int, Path]] = field(default_factory=list)
+    """The newest incarnation's segments holding step ends not read yet: (top step, path)."""
+    ended: dict[int, frozenset[tuple[int, int]]] = field(default_factory=dict)
+    """The steps ended (from the step the follower judges next): the ranks each names."""
+    logs_ends: bool = False
+    """Whether the newest incarnation has sealed a step end."""
 
     def add(self, info: SegmentInfo, max_step: int | None) -> None:
         """Take in one newly sealed segment."""
@@ -100,16 +124,76 @@ class _Frontier:
         if meta.incarnation < self.incarnation:
             return  # an older incarnation's writers do not hold the newest one back
         if meta.incarnation > self.incarnation:
-            self.incarnation, self.finished, self.tops = meta.incarnation, False, {}
+            self.incarnation, self.finished = meta.incarnation, False
+            self.tops, self.ranks, self.ends, self.ended = {}, {}, [], {}
+            self.logs_ends = False
         if meta.writer.startswith(_DRIVER_PREFIX) and "run_finished" in meta.types:
             self.finished = True
         top = -1 if max_step is None else max_step
         self.tops[meta.writer] = max(self.tops.get(meta.writer, -1), top)
+        if meta.writer not in self.ranks:
+            self.ranks[meta.writer] = _one_rank(info)
+        if "step_end" in meta.types:
+            self.ends.append((top, info.path))
+            self.logs_ends = True
 
-    @property
-    def settled(self) -> int:
-        """The last settled step of the newest incarnation (-1: none)."""
-        return min(self.tops.values()) - 1 if self.tops else -1
+    def settled(self, start: int) -> int:
+        """The last settled step of the newest incarnation, for a follower that judges
+        ``start`` next (-1: none)."""
+        if not self.tops:
+            return -1
+        if not self.logs_ends:
+            return min(self.tops.values()) - 1
+        for top, path in self.ends:
+            if top >= start:  # the step ends before ``start`` are judged already
+                self.ended.update(_step_ends(path))
+        self.ends = []
+        self.ended = {k: ranks for k, ranks in self.ended.items() if k >= start}
+        others = [top for writer, top in self.tops.items() if self.ranks[writer] is None]
+        limit = min(others, default=max(self.tops.values()))
+        sealed: dict[tuple[int, int], int] = {}  # each rank: the largest step sealed
+        for writer, rank in self.ranks.items():
+            if rank is not None:
+                sealed[rank] = max(sealed.get(rank, -1), self.tops[writer])
+        step = start
+        while step < limit and step in self.ended:
+            if any(sealed.get(rank, -1) <= step for rank in self.ended[step]):
+                break
+            step += 1
+        return step - 1
+
+
+def _one_rank(info: SegmentInfo) -> tuple[int, int] | None:
+    """The one ``(source_cell, source_rank)`` every row of a segment names (None: a row
+    names none, or the rows name two)."""
+    if not {_CELL, _RANK} <= set(info.schema.names) or not info.num_rows:
+        return None
+    table = pq.ParquetFile(info.path).read(columns=[_CELL, _RANK])
+    pairs = set(zip(table[_CELL].to_pylist(), table[_RANK].to_pylist(), strict=True))
+    if len(pairs) != 1:
+        return None
+    cell, rank = pairs.pop()
+    return None if cell is None or rank is None else (cell, rank)
+
+
+def _step_ends(path: Path) -> dict[int, frozenset[tuple[int, int]]]:
+    """The step ends of a segment: each step, and the trainer ranks of the cells that did
+    not crash in it (the cells its ``cells`` map names)."""
+    table = pq.ParquetFile(path).read(columns=["type", "step", _STEP_END_CELLS])
+    table = table.filter(pc.equal(table["type"], string_scalar("step_end")))
+    out: dict[int, frozenset[tuple[int, int]]] = {}
+    for step, cells in zip(
+        table["step"].to_pylist(), table[_STEP_END_CELLS].to_pylist(), strict=True
+    ):
+        if step is None:
+            continue
+        out[step] = frozenset(
+            (cell, rank)
+            for cell, outcome in cells or ()
+            if not outcome["errored"]
+            for rank in range(len(outcome["ranks"] or ()))
+        )
+    return out
 
 
 @dataclass
@@ -186,19 +270,20 @@ class OnlineVerifier:
                 self._next = max(self.since_step, min(self._next, resumed + 1))
             self._incarnation = frontier.incarnation
         start = self._next
-        if frontier.settled < start:
+        settled = frontier.settled(start)
+        if settled < start:
             return Poll(None, (), None)
         report, loaded = self._judge(listing, start)
         wanted = (
             v
             for r in report.results
             for v in r.violations
-            if v.location.step is None or v.location.step <= frontier.settled
+            if v.location.step is None or v.location.step <= settled
         )
         fresh = self._fresh(wanted)
-        self._next = frontier.settled + 1
-        self.judged_through = max(self.judged_through, frontier.settled)
-        return Poll((start, frontier.settled), fresh, None, loaded)
+        self._next = settled + 1
+        self.judged_through = max(self.judged_through, settled)
+        return Poll((start, settled), fresh, None, loaded, frontier.incarnation)
 
     @property
     def segments_seen(self) -> int:
