@@ -132,7 +132,10 @@ class _Frontier:
         top = -1 if max_step is None else max_step
         self.tops[meta.writer] = max(self.tops.get(meta.writer, -1), top)
         if meta.writer not in self.ranks:
-            self.ranks[meta.writer] = _one_rank(info)
+            try:
+                self.ranks[meta.writer] = _one_rank(info)
+            except FileNotFoundError:
+                pass  # a roll merged it away: the writer's next segment says
         if "step_end" in meta.types:
             self.ends.append((top, info.path))
             self.logs_ends = True
@@ -142,14 +145,19 @@ class _Frontier:
         ``start`` next (-1: none)."""
         if not self.tops:
             return -1
-        if not self.logs_ends:
+        if not self.logs_ends or not any(self.ranks.values()):
+            # no step end, or no writer that says which rank it is: every writer
             return min(self.tops.values()) - 1
         for top, path in self.ends:
             if top >= start:  # the step ends before ``start`` are judged already
-                self.ended.update(_step_ends(path))
+                try:
+                    self.ended.update(_step_ends(path))
+                except FileNotFoundError:
+                    pass  # a roll merged it: the merged segment, listed too, holds them
         self.ends = []
         self.ended = {k: ranks for k, ranks in self.ended.items() if k >= start}
-        others = [top for writer, top in self.tops.items() if self.ranks[writer] is None]
+        # a writer whose rank is not known yet is waited for as any other
+        others = [top for writer, top in self.tops.items() if self.ranks.get(writer) is None]
         limit = min(others, default=max(self.tops.values()))
         sealed: dict[tuple[int, int], int] = {}  # each rank: the largest step sealed
         for writer, rank in self.ranks.items():
