@@ -16,7 +16,8 @@ trainer rank the step end names (a rank whose first flush is still pending inclu
 and every writer that is not one trainer rank's (the driver's, an engine's). A trainer
 of a cell that crashed, or that the step leaves out, is not waited for. Older
 incarnations' writers are finished: what they sealed is all there is. An incarnation
-that logs no step end waits for every writer that has sealed anything.
+that logs no step end, or whose writers do not name their rank, waits for every writer
+that has sealed anything.
 
 **Provisional, then final.** A verdict on a settled step is provisional: a later crash
 may abandon the step (the resumed incarnation re-runs it, and the poll judges the re-run
