@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -188,8 +189,7 @@ def _one_rank(info: SegmentInfo) -> tuple[int, int] | None:
 def _step_ends(path: Path) -> dict[int, frozenset[tuple[int, int]]]:
     """The step ends of a segment: each step, and the trainer ranks of the cells that did
     not crash in it (the cells its ``cells`` map names)."""
-    table = pq.ParquetFile(path).read(columns=["type", "step", _STEP_END_CELLS])
-    table = table.filter(pc.equal(table["type"], string_scalar("step_end")))
+    table = _rows_of(path, "step_end", ["step", _STEP_END_CELLS])
     out: dict[int, frozenset[tuple[int, int]]] = {}
     for step, cells in zip(
         table["step"].to_pylist(), table[_STEP_END_CELLS].to_pylist(), strict=True
@@ -376,9 +376,14 @@ def _resumed_iteration(infos: list[SegmentInfo], incarnation: int) -> int | None
             continue
         if "run_started" not in meta.types or _RESUMED_FROM not in info.schema.names:
             continue
-        table = pq.ParquetFile(info.path).read(columns=["type", _RESUMED_FROM])
-        table = table.filter(pc.equal(table["type"], string_scalar("run_started")))
+        table = _rows_of(info.path, "run_started", [_RESUMED_FROM])
         for ref in table[_RESUMED_FROM].to_pylist():
             if ref is not None:
                 return int(ref["iteration"])
     return None
+
+
+def _rows_of(path: Path, event_type: str, columns: list[str]) -> pa.Table:
+    """The ``columns`` of a segment's ``event_type`` rows."""
+    table = pq.ParquetFile(path).read(columns=["type", *columns])
+    return table.filter(pc.equal(table["type"], string_scalar(event_type)))
