@@ -6,7 +6,7 @@ EXTRAS ?= torch,ray,megatron,hf,lightning,torchdata,dev
 
 .PHONY: setup browser demo test test-fast test-slow lint bench
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py src/ftaudit/eventlog/hotpath.c
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"

@@ -71,7 +71,7 @@ from ftaudit.eventlog.atomic import fsync_dir
 from ftaudit.eventlog.batch import Batch, Rows
 from ftaudit.eventlog.codecs import compression as as_written
 from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt
-from ftaudit.eventlog.hot import CHECKS
+from ftaudit.eventlog.hot import KINDS, PAIRED, add
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.segment import PARQUET_OPTIONS
 from ftaudit.eventlog.segment_table import build_table
@@ -402,12 +402,12 @@ def rows_batch(fields: list[Fields], chunk: range) -> Batch:
         f = fields[i]
         if (context.step, context.attempt) != (f.step, f.attempt):
             context = StepAttempt(f.step, f.attempt)
-        stored = CHECKS[f.model](f.values)  # as log_fields stores them
-        rows = batch.rows.setdefault(f.model, Rows(len(stored)))
-        rows.values.extend(stored)
-        rows.seqs.append(i)
-        rows.ts_ns.append(0)
-        rows.contexts.append(context)
+        rows = batch.rows.get(f.model)
+        if rows is None:
+            width = len(f.values) + len(PAIRED.get(f.model, ()))
+            rows = batch.rows[f.model] = Rows(width)
+        if not add(KINDS[f.model], f.values, rows.values, i, 0, context):
+            raise AssertionError(f"{f.model.__name__} values declined")
     return batch
 
 

@@ -31,7 +31,7 @@ from ftaudit.eventlog import (
     step_context,
 )
 from ftaudit.eventlog.events import WitnessCleared
-from ftaudit.eventlog.hot import CHECKS
+from ftaudit.eventlog.hot import KINDS
 from tests.eventlog.test_roundtrip import ONE_OF_EACH
 
 
@@ -60,7 +60,7 @@ def _stored(run_dir: Path) -> bytes:
 
 
 def test_hot_types_are_checked_types():
-    assert set(CHECKS) == {
+    assert set(KINDS) == {
         WitnessSnapshot,
         WitnessGradient,
         WitnessCleared,
@@ -133,13 +133,24 @@ MAPS = [
 
 @pytest.mark.parametrize("bound", [4096, 2], ids=["table", "table_full"])
 def test_maps_are_stored_as_log_stores_them_whatever_their_key_sequences(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: int
+    tmp_path: Path, bound: int
 ):
     """A metric's values and a step's counters are buffered as key and value tuples, a
     key sequence shared between the maps that repeat it (also when the table of known
     sequences is full); stored as log() stores the dicts."""
-    monkeypatch.setattr(hot, "KEY_SEQUENCES", {})
-    monkeypatch.setattr(hot, "MAX_KEY_SEQUENCES", bound)
+    table: dict[tuple[str, ...], tuple[str, ...]] = {}
+    hot.use_key_sequences(table, bound)
+    try:
+        _log_maps_both_ways(tmp_path)
+    finally:
+        hot.use_key_sequences(hot.KEY_SEQUENCES, hot.MAX_KEY_SEQUENCES)
+    assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
+    assert 0 < len(table) <= bound
+    stored = [r.event.values for r in read_records(tmp_path / "fields") if r.event.type == "metric"]
+    assert [list(v) for v in stored[: len(MAPS)]] == [list(v) for v in MAPS]  # order kept
+
+
+def _log_maps_both_ways(tmp_path: Path) -> None:
     counters = [{"optimizer": step, "scheduler": 2 * step} for step in range(4)] + [{}]
     with _writer(tmp_path / "fields") as writer, step_context(3, 0):
         for _ in range(3):
@@ -153,10 +164,6 @@ def test_maps_are_stored_as_log_stores_them_whatever_their_key_sequences(
                 writer.log(Metric(values=values))
             for i, values in enumerate(counters):
                 writer.log(StepApplied(cell=i % 2, rank=0, counters=values))
-    assert _stored(tmp_path / "fields") == _stored(tmp_path / "objects")
-    assert len(hot.KEY_SEQUENCES) <= bound
-    stored = [r.event.values for r in read_records(tmp_path / "fields") if r.event.type == "metric"]
-    assert [list(v) for v in stored[: len(MAPS)]] == [list(v) for v in MAPS]  # order kept
 
 
 def test_step_and_attempt_come_from_the_context_as_with_log(tmp_path: Path):

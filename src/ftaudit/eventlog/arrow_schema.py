@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from ftaudit.errors import UnsupportedAnnotation
 from ftaudit.eventlog.arrays import concat_ranges, consecutive_repeats
+from ftaudit.eventlog.hotpath import runs_buffers
 from ftaudit.eventlog.intruns import IntRuns
 
 _PRIMITIVES: dict[Any, pa.DataType] = {
@@ -195,6 +196,10 @@ def _composite(values: list[Any], ann: Any, typ: pa.DataType) -> pa.Array:
         keys = to_arrow(list(itertools.chain.from_iterable(map(dict.keys, items))), key_ann)
         vals = to_arrow(list(itertools.chain.from_iterable(map(dict.values, items))), value_ann)
         return pa.MapArray.from_arrays(_offsets(items), keys, vals, type=typ, mask=mask)
+    if ann is IntRuns:
+        laid = runs_buffers(values)
+        if laid is not None:
+            return _runs_array(laid, len(values), typ)
     # a nested model; a pydantic model keeps its field values in its __dict__ (vars), which
     # is read 3x faster than its attributes
     mask = _mask(values)
@@ -217,6 +222,21 @@ def _composite(values: list[Any], ann: Any, typ: pa.DataType) -> pa.Array:
             for name, field_ann in model_fields(ann)
         ]
     return pa.StructArray.from_arrays(children, fields=list(typ), mask=mask)
+
+
+def _runs_array(laid: tuple[bytes, bytes, bytes, bytes], n: int, typ: pa.DataType) -> pa.Array:
+    """``n`` id runs laid out by ``hotpath.runs_buffers`` as the struct array ``typ``:
+    Arrow's converter would walk each object's two lists, 5-10x slower."""
+    starts_at, starts, lengths_at, lengths = map(pa.py_buffer, laid)
+    item = typ.field(0).type
+
+    def as_list(offsets: pa.Buffer, values: pa.Buffer) -> pa.Array:
+        flat = pa.Array.from_buffers(pa.int64(), values.size // 8, [None, values])
+        return pa.Array.from_buffers(item, n, [None, offsets], children=[flat])
+
+    return pa.StructArray.from_arrays(
+        [as_list(starts_at, starts), as_list(lengths_at, lengths)], fields=list(typ)
+    )
 
 
 def from_arrow(value: Any, annotation: Any) -> Any:

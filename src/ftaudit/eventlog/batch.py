@@ -2,8 +2,8 @@
 
 Two kinds of rows share one sequence: events logged as objects (``EventWriter.log``) and
 the hot events logged as field values (``EventWriter.log_fields``), kept per type as the
-values the caller passed. Either way ``log`` appends references and machine
-integers only: every conversion waits for the flush (``segment_table.build_table``).
+values the caller passed. Either way logging only appends references: every conversion
+waits for the flush (``segment_table.build_table``).
 """
 
 from __future__ import annotations
@@ -18,44 +18,60 @@ import numpy as np
 from ftaudit.eventlog.context import StepAttempt
 from ftaudit.eventlog.events import Event
 
+ENVELOPE = 3
+"""What a buffered row holds after its payload values: its sequence number, its time
+(``time_ns``) and the step context it takes."""
+
 
 @dataclass
 class Rows:
     """One event type's rows logged as field values, in logging order.
 
-    ``values`` holds every row's ``width`` payload field values one row after another,
-    in declaration order, as checked by :mod:`ftaudit.eventlog.hot`; ``contexts[k]`` the
-    step and attempt row ``k`` takes (the caller's own, else its step context's). Flat,
-    not a tuple per row: a buffered row then holds no container of its own, so buffering
-    leaves the garbage collector nothing new to track (a tuple per row, alive until the
-    flush, was promoted to the oldest generation and set off its full passes over the
-    whole heap, on the training thread).
+    ``values`` holds every row one after another: its ``width`` payload values in
+    declaration order (as :mod:`ftaudit.eventlog.hot` stores them), then its sequence
+    number, time and :class:`StepAttempt` (the caller's own, else its step context's).
+    Flat, not a tuple per row: a buffered row then holds no container of its own, so
+    buffering leaves the garbage collector nothing new to track (a tuple per row, alive
+    until the flush, was promoted to the oldest generation and set off its full passes
+    over the whole heap, on the training thread); and one list takes a row in one call.
     """
 
     width: int
     values: list[Any] = field(default_factory=list)
-    seqs: array = field(default_factory=lambda: array("q"))
-    ts_ns: array = field(default_factory=lambda: array("q"))
-    contexts: list[StepAttempt] = field(default_factory=list)
+
+    @property
+    def stride(self) -> int:
+        return self.width + ENVELOPE
 
     def __len__(self) -> int:
-        return len(self.seqs)
+        return len(self.values) // self.stride
 
     def column(self, k: int) -> list[Any]:
         """Payload field ``k`` of every row."""
-        return self.values[k :: self.width]
+        return self.values[k :: self.stride]
+
+    @property
+    def seqs(self) -> list[int]:
+        return self.values[self.width :: self.stride]
+
+    @property
+    def ts_ns(self) -> list[int]:
+        return self.values[self.width + 1 :: self.stride]
+
+    @property
+    def contexts(self) -> list[StepAttempt]:
+        return self.values[self.width + 2 :: self.stride]
+
+    def oldest_ns(self) -> int | None:
+        return self.values[self.width + 1] if self.values else None
 
     def extend(self, other: Rows) -> None:
         self.values += other.values
-        self.seqs += other.seqs
-        self.ts_ns += other.ts_ns
-        self.contexts += other.contexts
 
     def drop_before(self, seq: int) -> int:
         """Forget the rows below sequence number ``seq``; return how many."""
         count = bisect_left(self.seqs, seq)
-        del self.values[: count * self.width], self.seqs[:count], self.ts_ns[:count]
-        del self.contexts[:count]
+        del self.values[: count * self.stride]
         return count
 
 
@@ -80,7 +96,7 @@ class Batch:
 
     def oldest_ns(self) -> int | None:
         """When the oldest buffered event was logged; None when the batch is empty."""
-        stamps = [rows.ts_ns[0] for rows in self.rows.values() if rows.ts_ns]
+        stamps = [rows.oldest_ns() for rows in self.rows.values() if rows.values]
         if self.ts_ns:
             stamps.append(self.ts_ns[0])
         return min(stamps, default=None)
@@ -90,7 +106,7 @@ class Batch:
         n = len(self)
         taken = np.ones(n, dtype=np.bool_)
         for rows in self.rows.values():
-            taken[np.frombuffer(rows.seqs, dtype=np.int64) - first] = False
+            taken[np.array(rows.seqs, dtype=np.int64) - first] = False
         return np.flatnonzero(taken) + first
 
     def extend(self, other: Batch) -> None:

@@ -32,8 +32,7 @@ from ftaudit.eventlog.batch import Batch, Rows
 from ftaudit.eventlog.context import NO_CONTEXT, StepAttempt, current
 from ftaudit.eventlog.events import Event
 from ftaudit.eventlog.fallback import fallback_dir, write_last_chance
-from ftaudit.eventlog.hot import CHECKS as _HOT_CHECKS
-from ftaudit.eventlog.hot import PAIRED
+from ftaudit.eventlog.hot import KINDS, PAIRED, add
 from ftaudit.eventlog.identity import Identity
 from ftaudit.eventlog.keys import load_key
 from ftaudit.eventlog.lost_events import LostEvents
@@ -228,25 +227,22 @@ class EventWriter:
         The same event as ``log(model(step=step, attempt=attempt, **fields))``, stored
         the same way, without building the model: ``values`` are the payload fields in
         declaration order, every one of them (``EventRegistry[...].fields``). For the
-        hot types (:data:`ftaudit.eventlog.hot.CHECKS`) the values are checked as the
-        model would check them and kept as they are until the flush converts them, column
-        by column; a value the check does not accept, or any other type, goes through the
-        model, which raises its own error naming the field. Pass values that do not
-        change afterwards (id runs are read at the flush; dicts are copied).
+        hot types (:mod:`ftaudit.eventlog.hot`) the values are checked as the model would
+        check them and kept as they are until the flush converts them, column by column;
+        values the check declines, or any other type, go through the model, which raises
+        its own error naming the field. Pass values that do not change afterwards (id
+        runs are read at the flush; dicts are copied).
         """
         hot = self._hot.get(model)
         if hot is None:
             hot = self._learn_hot(model)
-        check, width, needs_step, stored = hot
-        kept = None
+        kind, width, needs_step, stored = hot
         if (
-            check is not None
-            and len(values) == width
-            and (step is None or type(step) is int)
-            and (attempt is None or type(attempt) is int)
+            kind is None
+            or len(values) != width
+            or not (step is None or type(step) is int)
+            or not (attempt is None or type(attempt) is int)
         ):
-            kept = check(values)
-        if kept is None:
             return self.log(self._build(model, values, step, attempt))
         if step is None and attempt is None:
             context = current()
@@ -255,35 +251,37 @@ class EventWriter:
                 outer = current()
                 step = outer.step if step is None else step
                 attempt = outer.attempt if attempt is None else attempt
-            # a frozen dataclass costs a microsecond to build; callers that pass the step
-            # (the driver) pass the same one many times in a row
             explicit = self._explicit
             if explicit.step != step or explicit.attempt != attempt:
                 explicit = self._explicit = StepAttempt(step, attempt)
             context = explicit
         if needs_step and (context.step is None or context.attempt is None):
+            self._build(model, values, step, attempt)
             raise UsageError(
                 f"{model.model_fields['type'].default} needs a step and an attempt: pass them "
                 "or log it inside ftaudit.step_context(step, attempt)"
             )
-        if (self._closed or self._forked or self._error is not None) and self._refused():
-            return -1
+        if self._closed or self._forked or self._error is not None:
+            return self.log(self._build(model, values, step, attempt))  # refused as log()
         now = time_ns()
         lock = self._lock
         mine = lock.acquire(False) or self._enter()
         try:
             seq = self._next_seq
-            self._next_seq = seq + 1
             rows = self._buffer.rows.get(model)
             if rows is None:
                 rows = self._buffer.rows[model] = Rows(stored)
-            rows.values.extend(kept)
-            rows.seqs.append(seq)
-            rows.ts_ns.append(now)
-            rows.contexts.append(context)
+            if add(kind, values, rows.values, seq, now, context):
+                self._next_seq = seq + 1
+            else:
+                seq = -1
+                if not rows.values:
+                    del self._buffer.rows[model]
         finally:
             if mine:
                 lock.release()
+        if seq < 0:  # declined: the model's validation speaks, or converts the values
+            return self.log(self._build(model, values, step, attempt))
         if seq >= self._flush_at:
             self._wake.set()
         return seq
@@ -306,7 +304,7 @@ class EventWriter:
         needs_step = self._learn(model)
         width = len(self.registry[model.model_fields["type"].default].fields)
         stored = width + len(PAIRED.get(model, ()))
-        self._hot[model] = (_HOT_CHECKS.get(model), width, needs_step, stored)
+        self._hot[model] = (KINDS.get(model), width, needs_step, stored)
         return self._hot[model]
 
     def _build(
