@@ -28,9 +28,10 @@ per event without allocating)."""
 _CURRENT: ContextVar[StepAttempt] = ContextVar("ftaudit_step_attempt", default=NO_CONTEXT)
 
 
-def current() -> StepAttempt:
-    """The innermost step and attempt, or Nones outside any :func:`step_context`."""
-    return _CURRENT.get()
+current = _CURRENT.get
+"""``current()``: the innermost step and attempt, or Nones outside any
+:func:`step_context`. The context variable's own method: the writer calls it per event,
+and a Python function around it cost another call frame."""
 
 
 @contextmanager

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import time_ns
@@ -125,7 +124,7 @@ class EventWriter:
         )
         self._forked = False  # set in a forked child: its copy must not write as this writer
         self._known: dict[type[Event], bool] = {}
-        self._hot: dict[type[Event], tuple[Callable | None, int, bool, int]] = {}
+        self._hot: dict[type[Event], tuple[int | None, bool, int]] = {}
         self._explicit = NO_CONTEXT  # the last step and attempt passed to log_fields
         self._lock = threading.Lock()  # guards the buffer and sequence counter
         self._io_lock = threading.Lock()  # one flush at a time, in sequence order
@@ -236,17 +235,16 @@ class EventWriter:
         hot = self._hot.get(model)
         if hot is None:
             hot = self._learn_hot(model)
-        kind, width, needs_step, stored = hot
-        if (
-            kind is None
-            or len(values) != width
-            or not (step is None or type(step) is int)
-            or not (attempt is None or type(attempt) is int)
-        ):
+        kind, needs_step, stored = hot
+        if kind is None:
             return self.log(self._build(model, values, step, attempt))
         if step is None and attempt is None:
             context = current()
         else:
+            if not (
+                (step is None or type(step) is int) and (attempt is None or type(attempt) is int)
+            ):
+                return self.log(self._build(model, values, step, attempt))
             if step is None or attempt is None:  # the context fills in the other one
                 outer = current()
                 step = outer.step if step is None else step
@@ -297,14 +295,14 @@ class EventWriter:
         self._lock.acquire()
         return True
 
-    def _learn_hot(self, model: type[Event]) -> tuple[Callable | None, int, bool, int]:
-        """First ``log_fields`` of a class: its check, payload width, step need and how
-        many values its check stores per row (a map takes two: :data:`~ftaudit.eventlog.
-        hot.PAIRED`)."""
+    def _learn_hot(self, model: type[Event]) -> tuple[int | None, bool, int]:
+        """First ``log_fields`` of a class: its hot kind (None: not hot), step need and how
+        many payload values a row stores (a map takes two: :data:`~ftaudit.eventlog.
+        hot.PAIRED`). ``add`` checks the number of values."""
         needs_step = self._learn(model)
         width = len(self.registry[model.model_fields["type"].default].fields)
         stored = width + len(PAIRED.get(model, ()))
-        self._hot[model] = (KINDS.get(model), width, needs_step, stored)
+        self._hot[model] = (KINDS.get(model), needs_step, stored)
         return self._hot[model]
 
     def _build(
