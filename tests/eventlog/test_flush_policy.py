@@ -315,6 +315,49 @@ def test_a_flush_converts_holding_the_buffer_lock_and_events_logged_meanwhile_fo
     assert len(scan_run(tmp_path).segments) == 2
 
 
+def test_a_full_buffer_wakes_the_flusher_once_until_a_flush_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """While the flusher is busy (here: sealing the last segment), the events that keep
+    the buffer full do not wake it again: a wake-up costs the logging thread a lock, and
+    before the flusher got the GIL back nearly every event of the benchmark's durable
+    round paid it. The next flush sets the next threshold; nothing is lost or reordered."""
+    from ftaudit.eventlog import writer as writer_module
+
+    class CountingEvent(threading.Event):
+        sets = 0
+
+        def set(self) -> None:
+            self.sets += 1
+            super().set()
+
+    sealing, release = threading.Event(), threading.Event()
+    write = writer_module.write_atomically
+
+    def blocked(*args, **kwargs):
+        sealing.set()
+        release.wait(120)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(writer_module, "write_atomically", blocked)
+    with monkeypatch.context() as m:
+        m.setattr(threading, "Event", CountingEvent)
+        writer = _writer(tmp_path, flush_rows=10, flush_interval_s=3600)
+    for i in range(10):  # the tenth fills the buffer: one wake-up, the flush starts
+        writer.log_fields(Metric, {"i": float(i)})
+    assert sealing.wait(120)
+    for i in range(10, 110):  # the buffer fills again at the 20th; the flusher is busy
+        if i % 2:
+            writer.log_fields(Metric, {"i": float(i)})
+        else:
+            writer.log(Metric(values={"i": float(i)}))
+    assert writer._wake.sets == 2  # type: ignore[attr-defined]
+    release.set()
+    writer.close()
+    records = read_records(tmp_path)
+    assert [r.event.values["i"] for r in records] == [float(i) for i in range(110)]
+
+
 def test_write_failure_is_counted_and_retried(tmp_path: Path):
     blocker = tmp_path / "events"
     blocker.write_text("not a directory")  # the writer cannot create events/<writer>/

@@ -207,10 +207,13 @@ class EventWriter:
             buffer.events.append(event)
             buffer.ts_ns.append(now)
             buffer.contexts.append(context)
+            full = seq >= self._flush_at
+            if full:
+                self._flush_at = _WOKEN
         finally:
             if mine:
                 lock.release()
-        if seq >= self._flush_at:
+        if full:
             self._wake.set()
         return seq
 
@@ -271,6 +274,9 @@ class EventWriter:
                 rows = self._buffer.rows[model] = Rows(stored)
             if add(kind, values, rows.values, seq, now, context):
                 self._next_seq = seq + 1
+                full = seq >= self._flush_at
+                if full:
+                    self._flush_at = _WOKEN
             else:
                 seq = -1
                 if not rows.values:
@@ -280,7 +286,7 @@ class EventWriter:
                 lock.release()
         if seq < 0:  # declined: the model's validation speaks, or converts the values
             return self.log(self._build(model, values, step, attempt))
-        if seq >= self._flush_at:
+        if full:
             self._wake.set()
         return seq
 
@@ -555,6 +561,14 @@ class EventWriter:
         if error is not None:
             raise error
 
+
+_WOKEN = sys.maxsize
+"""``_flush_at`` once a full buffer woke the flusher: the flush that takes the buffer sets
+the next threshold (``_freeze``, ``_requeue``, under the buffer lock). Until then no event
+wakes it again: ``Event.set`` takes a lock and costs about a microsecond, and the flusher
+gets the GIL back only when the logging thread's switch interval ends (5 ms), so every
+event logged meanwhile woke it again (95,000 of the 120,000 events of
+``benchmarks/eventlog_bench.py``'s durable round)."""
 
 # Writers of this process, flushed at exit and on SIGTERM. Weak, so a dropped writer is
 # not kept alive by this bookkeeping.
