@@ -9,6 +9,7 @@ values on both sides of every rule."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pyarrow as pa
@@ -177,6 +178,38 @@ def test_unknown_kinds_and_bad_arguments_raise() -> None:
         add(9, (), [], 0, 0, None)
     with pytest.raises(TypeError, match="add"):
         add(0, [], [], 0, 0, None)
+
+
+@pytest.mark.parametrize(
+    ("model", "values"),
+    [(Metric, ({"loss": 1.0},)), (StepApplied, (0, 0, {"optimizer": 3}))],
+    ids=["metric", "step_applied"],
+)
+def test_no_collection_runs_inside_add(model: type, values: tuple) -> None:
+    """The writer calls ``add`` holding its buffer lock. A collection set off there by a
+    map's two new tuples could run a finalizer that logs to the same writer, which would
+    wait on that lock forever; the collection waits for the next allocation instead."""
+    out: list[Any] = []
+    context = StepAttempt(0, 0)
+    collections: list[str] = []
+
+    def seen(phase: str, info: dict) -> None:
+        collections.append(phase)
+
+    gc.collect()
+    gc.callbacks.append(seen)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1)  # any new tracked object sets off a collection
+    try:
+        added = add(KINDS[model], values, out, 0, 0, context)
+        during = len(collections)
+        [object()]  # a new list: the collection that waited runs now
+        after = len(collections)
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.callbacks.remove(seen)
+    assert added and out[-3:] == [0, 0, context]
+    assert during == 0 and after > 0
 
 
 run_lists = st.lists(

@@ -189,7 +189,14 @@ append_payload(long kind, PyObject *const *v, Py_ssize_t n, PyObject *out)
         return append_all(out, v, n) < 0 ? -1 : 1;
     }
     PyObject *keys = NULL, *items = NULL;
+    /* The writer calls this holding its buffer lock, and a collection set off by the two
+     * tuples could run a finalizer that logs to the same writer and waits on that lock
+     * forever: the collection waits for an allocation after the lock is released. */
+    int collecting = PyGC_Disable();
     int found = str_map(v[n - 1], kind == METRIC ? &PyFloat_Type : &PyLong_Type, &keys, &items);
+    if (collecting) {
+        PyGC_Enable();
+    }
     if (found <= 0) {
         return found;
     }
