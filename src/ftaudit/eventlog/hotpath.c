@@ -244,10 +244,16 @@ add(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ok = -1;
     }
     if (ok < 0) { /* no half row: the flush reads the list row by row */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *error = PyErr_GetRaisedException();
+        PyList_SetSlice(out, before, PY_SSIZE_T_MAX, NULL);
+        PyErr_SetRaisedException(error);
+#else
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
         PyList_SetSlice(out, before, PY_SSIZE_T_MAX, NULL);
         PyErr_Restore(type, value, traceback);
+#endif
         return NULL;
     }
     return PyBool_FromLong(ok);
