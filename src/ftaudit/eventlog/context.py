@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from ftaudit.errors import UsageError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepAttempt:
+    """A step and attempt. Slots: a writer buffers one per step until the flush, and one
+    tracked object holds it (with a ``__dict__``, two)."""
+
     step: int | None = None
     attempt: int | None = None
 
