@@ -252,12 +252,14 @@ class EventWriter:
                 outer = current()
                 step = outer.step if step is None else step
                 attempt = outer.attempt if attempt is None else attempt
+            # a frozen dataclass costs a microsecond to build; callers that pass the step
+            # (the driver) pass the same one many times in a row
             explicit = self._explicit
             if explicit.step != step or explicit.attempt != attempt:
                 explicit = self._explicit = StepAttempt(step, attempt)
             context = explicit
         if needs_step and (context.step is None or context.attempt is None):
-            self._build(model, values, step, attempt)
+            self._build(model, values, step, attempt)  # a bad value's own error first
             raise UsageError(
                 f"{model.model_fields['type'].default} needs a step and an attempt: pass them "
                 "or log it inside ftaudit.step_context(step, attempt)"
