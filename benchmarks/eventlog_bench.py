@@ -40,6 +40,7 @@ Run: ``.venv/bin/python benchmarks/eventlog_bench.py [--steps N] [--out DIR]``
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -47,7 +48,8 @@ import sys
 import tempfile
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -430,6 +432,8 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     names = ("obj", "obj_json", "fields", "built", "fields_json")
     rounds: dict[str, list[Run]] = {k: [] for k in names}
+    full_passes: dict[str, list[int]] = {k: [] for k in names}
+    pass_ms: dict[str, list[float]] = {k: [] for k in names}
     for _ in range(args.repeats):  # interleaved, so both sides see the same load
         for name, run in (
             ("obj", lambda root: bench_ftaudit(events, root)),
@@ -439,7 +443,15 @@ def main() -> None:
             ("fields_json", lambda root: bench_jsonl(built_and_dumped, n, root)),
         ):
             with tempfile.TemporaryDirectory() as root:
-                rounds[name].append(run(Path(root)))
+                # each run starts with the collector's generations empty: a run that
+                # promoted many objects (the models ``built`` makes) must not set off a
+                # full pass over the benchmark's own objects inside the next one
+                gc.collect()
+                with full_collections() as passes:
+                    result = run(Path(root))
+                full_passes[name].append(len(passes))
+                pass_ms[name].extend(1e3 * t for t in passes)
+                rounds[name].append(result)
     costs = measure_costs(events, fields, args.repeats)
     best = {name: best_of(runs) for name, runs in rounds.items()}
     lines: list[str] = []
@@ -508,6 +520,14 @@ def main() -> None:
             f"{name} {[run.fsyncs for run in rounds[name]]}" for name in ("fields", "fields_json")
         )
     )
+    out(
+        "full collections inside each run (the collector's pass over every live object): "
+        + "; ".join(
+            f"{name} {full_passes[name]}"
+            + (f" ({max(pass_ms[name]):.0f} ms at most)" if pass_ms[name] else "")
+            for name in names
+        )
+    )
     out(f"load average: {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (2 shared cores)")
     out("")
     out("Where an event's time goes (CPU us per event, each part timed alone):")
@@ -540,6 +560,27 @@ def main() -> None:
     sys.stdout.write(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "eventlog_bench.md").write_text(text)
+
+
+@contextmanager
+def full_collections() -> Iterator[list[float]]:
+    """The durations (s) of the full (generation 2) collections that ran inside the block."""
+    passes: list[float] = []
+    started = [0.0]
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            passes.append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(watch)
+    try:
+        yield passes
+    finally:
+        gc.callbacks.remove(watch)
 
 
 def best_of(runs: list[Run]) -> Run:
