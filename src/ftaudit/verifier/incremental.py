@@ -52,19 +52,27 @@ it is read in. A window keeps them from every segment before it."""
 HEAD = ("run_started", *DECLARATIONS)
 """What a head segment (before the window) is read for."""
 
-WITNESS_WINDOW = ("sample_advantage_summary", "witness_snapshot", *DECLARATIONS)
-"""What the witness rule needs from a trainer's steps before ``since - 1``: the excused
-samples of the allocations still in the active window, and the instances each cell
-snapshotted (an instance a resumed incarnation has and the one it resumed from had not
-starts from zero rows); and the :data:`DECLARATIONS`. The drivers' allocations are read
-whole; every other row of a trainer matters from the step before ``since`` on (the
-checkpoint a resumed incarnation loaded, the counters a step grew from)."""
+WINDOW_TYPES = (
+    "sample_advantage_summary",
+    "step_applied",
+    "witness_snapshot",
+    *DECLARATIONS,
+)
+"""What the rules need from a trainer's steps between ``T`` and ``since - 1``: the
+witness rule the excused samples of the allocations still in the active window, and the
+instances each cell snapshotted (an instance a resumed incarnation has and the one it
+resumed from had not starts from zero rows); FT011 the counter readings a rank's first
+judged one grows from, which are older than ``since - 1`` where the rank sat out the
+steps before (its cell crashed, then healed or was replaced); and the
+:data:`DECLARATIONS`. The drivers' rows are read whole from ``T`` on (their step ends say
+which of those readings count); every other row of a trainer matters from the step
+before ``since`` on (the checkpoint a resumed incarnation loaded)."""
 
 
 @dataclass(frozen=True)
 class Kept:
     """Which rows of one segment a window loads, by sequence number: every row from
-    ``whole_from`` on, the :data:`WITNESS_WINDOW` rows from ``window_from`` on and the
+    ``whole_from`` on, the :data:`WINDOW_TYPES` rows from ``window_from`` on and the
     :data:`HEAD` rows from ``head_from`` on (None: none of them). A segment loaded whole
     has no ``Kept``.
 
@@ -80,7 +88,7 @@ class Kept:
     def start(self, event_type: str) -> int | None:
         """The sequence number the loaded rows of ``event_type`` start at (None: none)."""
         froms = [self.whole_from]
-        if event_type in WITNESS_WINDOW:
+        if event_type in WINDOW_TYPES:
             froms.append(self.window_from)
         if event_type in HEAD:
             froms.append(self.head_from)
@@ -123,7 +131,7 @@ class IncrementalScope:
     kept: Mapping[str, Kept]
     """The segments read in part, by path: head segments (before the window) for their
     :data:`HEAD` rows; other writers' than the drivers' from before ``since - 1`` for
-    what the witness window needs (:data:`WITNESS_WINDOW`); a merged segment from the
+    what the witness window needs (:data:`WINDOW_TYPES`); a merged segment from the
     row the window needs on. The other segments are read whole."""
     total_segments: int
     """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
@@ -531,7 +539,7 @@ def _cuts(files: list[_File], i: int, lookback: int, recent: int | None) -> dict
 
     A driver's (``recent`` None) are read whole from ``lookback`` on. Another writer's
     are read whole from ``recent`` (``since - 1``) on, and before it only for the witness
-    window (:data:`WITNESS_WINDOW`). A merged segment is cut where those steps begin, its
+    window (:data:`WINDOW_TYPES`). A merged segment is cut where those steps begin, its
     earlier rows kept only for their :data:`HEAD` rows, as its flushes would be read.
     """
     out: dict[str, Kept] = {}

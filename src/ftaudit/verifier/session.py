@@ -35,7 +35,7 @@ from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident, string_list
 from ftaudit.eventlog.type_tables import RunTables, delete_rows, insert_rows, table_of
 from ftaudit.eventlog.views import create_views, lock_down, widen
-from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WITNESS_WINDOW, Kept
+from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WINDOW_TYPES, Kept
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views, keep_history
@@ -483,7 +483,7 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
             if kept.whole_from is not None
             else None
         )
-        for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
+        for types, since in ((WINDOW_TYPES, kept.window_from), (HEAD, kept.head_from)):
             if since is not None:
                 mask = pc.is_in(rows["type"], value_set=string_array(types))
                 if since > 0:
@@ -497,7 +497,7 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
 def _sql_kept(kept: Kept) -> str:
     """The SQL condition a row of a segment ``kept`` so meets."""
     terms = [f"seq >= {int(kept.whole_from)}"] if kept.whole_from is not None else []
-    for types, since in ((WITNESS_WINDOW, kept.window_from), (HEAD, kept.head_from)):
+    for types, since in ((WINDOW_TYPES, kept.window_from), (HEAD, kept.head_from)):
         if since is not None:
             of_types = f"list_contains({string_list(list(types))}, type)"
             terms.append(f"({of_types} AND seq >= {int(since)})")
