@@ -56,8 +56,9 @@ COUNTER_JUMPS = """
 normally (the rank's last ``step_applied`` of the attempt; the driver's last step end of
 it), against the rank's previous such reading of the same counter, where the counter did
 not grow by the committed steps between them: only the jumps, from the first step under
-judgement on. Every reading counts as a previous one, also before an incremental window
-(the first judged one grows from it)."""
+judgement on. Every loaded reading counts as a previous one, also before the steps under
+judgement: an incremental window loads them from ``T`` on (``incremental.WINDOW_TYPES``:
+a rank whose cell crashed and was healed grows from its reading before the gap)."""
 
 
 CHECKED = """
