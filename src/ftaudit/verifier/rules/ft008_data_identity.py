@@ -27,6 +27,7 @@ from ftaudit.verifier.fed import (
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, order_severity
+from ftaudit.verifier.rules.stream_ledger import StreamHigh, committed_high
 from ftaudit.verifier.spans import grouped_spans
 
 SHOWN = 6
@@ -100,11 +101,15 @@ class DataIdentity(Rule):
         out: list[Violation] = [*found.problems]
         out += self._orders(ctx, orders)
         note = found.note
+        high = committed_high(ctx) if ctx.deterministic_order is True else None
         if ctx.scope is None:
-            out += self._loader_states(ctx, load_loader_states(ctx), stream)
+            out += self._loader_states(ctx, load_loader_states(ctx), stream, high)
         else:
             # an incremental window holds every declaration (the incremental module keeps
-            # them from the segments before it) but not the committed stream before it
+            # them from the segments before it) but not the committed stream before it:
+            # a saved loader is checked where the window or the follower's ledger has it
+            if high is not None:
+                out += self._saved_positions(ctx, _saved(load_loader_states(ctx)), stream, high)
             note = f"{note}; {_INCREMENTAL}"
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
@@ -209,9 +214,13 @@ class DataIdentity(Rule):
         return out
 
     def _loader_states(
-        self, ctx: RunContext, states: list[LoaderStateRecord], stream: StreamMap
+        self,
+        ctx: RunContext,
+        states: list[LoaderStateRecord],
+        stream: StreamMap,
+        high: StreamHigh | None,
     ) -> list[Violation]:
-        saved = {(s.incarnation, s.iteration): s for s in states if s.when == "saved"}
+        saved = _saved(states)
         out = []
         for s in states:
             if s.when != "resumed":
@@ -240,7 +249,8 @@ class DataIdentity(Rule):
                         location=Location(step=s.iteration, incarnation=s.incarnation),
                     )
                 )
-        out += self._saved_positions(ctx, saved, stream)
+        if high is not None:
+            out += self._saved_positions(ctx, saved, stream, high)
         return out
 
     def _saved_positions(
@@ -248,17 +258,15 @@ class DataIdentity(Rule):
         ctx: RunContext,
         saved: dict[tuple[int, int], LoaderStateRecord],
         stream: StreamMap,
+        high: StreamHigh,
     ) -> list[Violation]:
-        """A saved loader position must be where the committed stream stood at that step."""
-        if not saved or ctx.deterministic_order is not True:
-            return []
-        committed = [a for a in ctx.allocations if a.key in ctx.committed_keys and a.num_ids]
+        """A saved loader position must be where the committed stream stood at that step
+        (``high``: how far it had read, :mod:`~ftaudit.verifier.rules.stream_ledger`)."""
         out = []
         for (inc, iteration), s in sorted(saved.items()):
-            upto = [a for a in committed if a.step <= iteration]
-            if not upto or any(a.step == iteration and a.incarnation != inc for a in upto):
-                continue  # that checkpoint's steps are not all in the committed history
-            last = max(int(a.sample_indices.to_array().max()) for a in upto)
+            last = high(inc, iteration)
+            if last is None:
+                continue
             allowed = {last + 1, stream.epoch_after(last)}
             if s.position not in allowed:
                 out.append(
@@ -603,9 +611,15 @@ class DataIdentity(Rule):
         return out
 
 
+def _saved(states: list[LoaderStateRecord]) -> dict[tuple[int, int], LoaderStateRecord]:
+    """The loader states saved with checkpoints, by (incarnation, iteration)."""
+    return {(s.incarnation, s.iteration): s for s in states if s.when == "saved"}
+
+
 _INCREMENTAL = (
-    "incremental verification: the loaded steps only (loader states and repeats of a "
-    "content before them are checked by a full ft-verify)"
+    "incremental verification: the loaded steps only (a resumed loader's state and repeats "
+    "of a content before them are checked by a full ft-verify; a saved loader's position "
+    "where the window, or a follower's ledger, holds the committed stream)"
 )
 _NO_MANIFEST = (
     "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
