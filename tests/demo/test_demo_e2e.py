@@ -14,13 +14,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 
 import ftaudit
 from ftaudit.demo.bugs import BUGS, Bug
-from tests.support.online_agreement import following
+from tests.support.online_agreement import JUDGED_LATER, following
 
 BIN = Path(sys.executable).parent
 # about 1 minute on a quiet 2-core machine; at load 40 a demo took 7 minutes (each lost
@@ -41,8 +42,10 @@ def _run(args: list[str], timeout: float = DEMO_TIMEOUT_S) -> subprocess.Complet
     )
 
 
-def _demo(run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    with following(run_dir):
+def _demo(
+    run_dir: Path, *extra: str, judged_later: Collection[str] = JUDGED_LATER
+) -> subprocess.CompletedProcess[str]:
+    with following(run_dir, judged_later=judged_later):
         return _run([str(BIN / "ftaudit"), "demo", str(run_dir), *extra])
 
 
@@ -117,9 +120,20 @@ def test_the_lm_objective_without_faults_verifies(tmp_path: Path) -> None:
     assert "incarnation 1" not in proc.stderr
 
 
+_JUDGED_LATER = {
+    # the save of step c lands after step c + 1, with its at_save checksums and loader
+    # state: step c was judged live before they existed, so only the final verdict
+    # judges the checkpoint (a live gap for asynchronous saves)
+    "checkpoint_one_step_late": (*JUDGED_LATER, "checkpoint_not_its_step", "loader_state_wrong"),
+}
+"""Per defect, the findings not expected live (beside :data:`JUDGED_LATER`)."""
+
+
 @pytest.mark.parametrize("bug", BUGS, ids=[b.name for b in BUGS])
 def test_every_defect_is_caught_by_its_rule(tmp_path: Path, bug: Bug) -> None:
-    proc = _demo(tmp_path / "run", "--bug", bug.name)
+    proc = _demo(
+        tmp_path / "run", "--bug", bug.name, judged_later=_JUDGED_LATER.get(bug.name, JUDGED_LATER)
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     code, report = _report(tmp_path / "run")
     assert code == 1, json.dumps(report, indent=1)

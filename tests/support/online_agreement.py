@@ -16,6 +16,12 @@ POLL_EVERY_S = 0.3
 """A live follower's pause between polls (what it judges does not depend on it)."""
 
 
+JUDGED_LATER = ("loader_not_restored",)
+"""Findings whose evidence comes from a later process than the step they are about: a
+resumed loader's state is compared with the one saved at its resume point, a step judged
+before the resumed incarnation began (only the final verdict has both)."""
+
+
 def finding(v: Violation) -> tuple[object, ...]:
     """A finding as the agreement compares it: rule, step and incarnation.
 
@@ -45,6 +51,7 @@ def check_agreement(
     judged: Collection[tuple[int, int]],
     *,
     live_evidence_kept: bool = True,
+    judged_later: Collection[str] = (),
 ) -> None:
     """``online`` followed ``run_dir`` to its end, finding ``provisional`` and judging the
     ``(incarnation, step)`` pairs ``judged`` before the run finished. Its final report is
@@ -53,7 +60,8 @@ def check_agreement(
     history); and the offline findings at the steps judged live were found live (by
     rule, step and incarnation: a message may name more ids once more of the run is
     known), unless ``live_evidence_kept`` is False: the run's events of steps judged live
-    were removed, or evidence about them came, after the fact."""
+    were removed, or evidence about them came, after the fact; findings of the kinds
+    ``judged_later`` are not expected live (their evidence comes after the step)."""
     offline = verify(run_dir)
     final = online.final
     assert final is not None
@@ -72,6 +80,7 @@ def check_agreement(
         finding(v)
         for r in offline.results
         for v in r.violations
+        if v.kind not in judged_later
         if (v.location.incarnation, v.location.step) in judged
         or (v.location.incarnation is None and v.location.step in steps)
     }
@@ -96,20 +105,22 @@ def judged_pairs(poll: Poll) -> set[tuple[int, int]]:
 
 
 @contextmanager
-def following(run_dir: Path) -> Iterator[OnlineVerifier]:
+def following(
+    run_dir: Path, *, judged_later: Collection[str] = JUDGED_LATER
+) -> Iterator[OnlineVerifier]:
     """A follower of ``run_dir`` polling on a thread of its own while the block runs
     (another process writes the run; the directory may not exist yet); on leaving, the
     last polls judge the finished run, and the agreement with the offline verifier is
     checked (:func:`check_agreement`): nothing found live that the offline verdict
-    lacks, and the final report the offline one. Not that every offline finding at a
-    step judged live was found live: in the demo some evidence about a step arrives from
-    a later process (a cell's replacement, a resumed incarnation) after the step was
-    judged, and only the final verdict has it. A poll's error is raised in the block's
+    lacks, the final report the offline one, and every offline finding at a step judged
+    live found live but those of the kinds ``judged_later`` (:data:`JUDGED_LATER`: their
+    evidence comes after the step was judged). A poll's error is raised in the block's
     thread."""
     online = OnlineVerifier(run_dir)
     stop = threading.Event()
     failed: list[BaseException] = []
     live: list[set[tuple[object, ...]]] = [set()]  # what the polls before the end found
+    judged: set[tuple[int, int]] = set()
 
     def poll() -> None:
         try:
@@ -118,6 +129,7 @@ def following(run_dir: Path) -> Iterator[OnlineVerifier]:
                 if polled.finished:
                     return
                 live[0] = {finding(v) for v in online.violations}
+                judged.update(judged_pairs(polled))
                 stop.wait(POLL_EVERY_S)
         except BaseException as exc:  # raised below, in the test's thread
             failed.append(exc)
@@ -134,4 +146,4 @@ def following(run_dir: Path) -> Iterator[OnlineVerifier]:
     if online.final is None:
         live[0] = {finding(v) for v in online.violations}
     assert online.poll().finished, f"{run_dir}: the run did not finish"
-    check_agreement(run_dir, online, live[0], (), live_evidence_kept=False)
+    check_agreement(run_dir, online, live[0], judged, judged_later=judged_later)
