@@ -99,11 +99,13 @@ class CommittedStep:
 
 CHECKSUM_POINTS = """
     SELECT "when", count(*) AS n, bool_or(step IS NULL OR step >= $1) AS judged,
-           bool_or(coalesce(checkpoint.iteration, step) >= $1) AS saved
+           bool_or(coalesce(checkpoint.iteration, step) >= $1
+                   OR list_contains($2::VARCHAR[], segment)) AS saved
     FROM trainer_weight_checksum GROUP BY "when"
 """
 """Per checksum point: the rows, whether one is at no step or at a step under judgement,
-and whether one names (or, saved, is at) a checkpoint iteration under judgement."""
+and whether one names (or, saved, is at) a checkpoint iteration under judgement or came
+late (``$2``: a follower's segments new to this poll, :meth:`RunContext.judges`)."""
 
 
 COMMITTED_CELLS = """
@@ -357,6 +359,16 @@ class RunContext:
         """The first step under judgement (0 for a full verification)."""
         return self.scope.since if self.scope is not None else 0
 
+    def judges(self, step: int, segment: str | None) -> bool:
+        """Whether evidence about ``step`` held in ``segment`` is under judgement: a step
+        from :attr:`since` on, or, for a follower, evidence sealed after its step was
+        judged (``segment`` is new to this poll: an asynchronous checkpoint save lands
+        after its step; a step is judged only once its ranks sealed past it, so a new
+        segment holds an earlier step's rows only where they came late)."""
+        if step >= self.since:
+            return True
+        return self.following and segment is not None and segment in self.session.added_segments
+
     def writer_complete(self, writer: str) -> bool:
         """Whether every event of ``writer`` was loaded (always, in a full verification)."""
         return self.scope is None or self.scope.complete(writer)
@@ -464,7 +476,7 @@ class RunContext:
         milliseconds however few rows it finds)."""
         rows = self.rows(
             CHECKSUM_POINTS,
-            [self.since],
+            [self.since, sorted(self.session.added_segments) if self.following else []],
             label="checksum points",
             needs=["trainer_weight_checksum"],
         )

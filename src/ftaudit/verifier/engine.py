@@ -138,11 +138,12 @@ def _is_new(ctx: RunContext, v: Violation) -> bool:
     """In an incremental verification: whether ``v`` is about the steps under judgement.
 
     A violation at a step before ``since`` was (or will be) reported by the check of
-    that step; one without a step belongs to its incarnation, new if that incarnation
-    began at ``since`` or later. Log integrity findings (holes, torn files) are always
-    reported: a gate must hear of them.
+    that step, unless its evidence came after that check (:meth:`RunContext.judges`);
+    one without a step belongs to its incarnation, new if that incarnation began at
+    ``since`` or later. Log integrity findings (holes, torn files) are always reported:
+    a gate must hear of them.
     """
     step, inc = v.location.step, v.location.incarnation
     if step is not None:
-        return step >= ctx.since
+        return ctx.judges(step, v.location.segment)
     return inc is None or v.code == "FT001" or ctx.new_incarnation(inc)

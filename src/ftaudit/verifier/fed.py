@@ -276,6 +276,7 @@ class LoaderStateRecord:
     position: int
     epoch: int
     seed: int | None
+    segment: str | None = None
 
 
 def load_fed(ctx: RunContext) -> FedSamples:
@@ -451,14 +452,20 @@ def load_manifests(ctx: RunContext) -> list[ManifestDeclaration]:
 
 def load_loader_states(ctx: RunContext) -> list[LoaderStateRecord]:
     rows = ctx.rows(
-        """SELECT incarnation, iteration, "when", position, epoch, seed
+        """SELECT incarnation, iteration, "when", position, epoch, seed, segment
            FROM loader_state ORDER BY incarnation, writer, seq""",
         label="loader states",
         needs=("loader_state",),
     )
     return [
         LoaderStateRecord(
-            r["incarnation"], r["iteration"], r["when"], r["position"], r["epoch"], r["seed"]
+            r["incarnation"],
+            r["iteration"],
+            r["when"],
+            r["position"],
+            r["epoch"],
+            r["seed"],
+            r["segment"],
         )
         for r in rows
     ]

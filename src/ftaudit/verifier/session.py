@@ -259,6 +259,12 @@ class Session:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
         return True
 
+    @property
+    def added_segments(self) -> frozenset[str]:
+        """The segments (paths) the last :meth:`move` read: a follower's newly sealed ones
+        (none after :meth:`open`)."""
+        return self._added_from
+
     def rows_from(self, segment: str, event_type: str) -> int | None:
         """The sequence number from which ``segment``'s loaded ``event_type`` rows run
         (0: all of them; None: none); a rule state built from its rows when they ran from

@@ -276,7 +276,7 @@ class DataIdentity(Rule):
                         f"committed steps up to {iteration} consumed positions up to {last}: "
                         "a resume from it feeds other items than the sample indices say",
                         kind="loader_state_wrong",
-                        location=Location(step=iteration, incarnation=inc),
+                        location=Location(step=iteration, incarnation=inc, segment=s.segment),
                     )
                 )
         return out

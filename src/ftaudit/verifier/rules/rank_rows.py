@@ -83,16 +83,18 @@ def judged_rank_rows(
     """The rows of ``sql`` a verification may judge, one trainer rank each.
 
     ``at`` names the column of the step a row points at (``first_step``,
-    ``ckpt_iteration``). ``in_window`` leaves out rows before the window of an
-    incremental verification; ``loaded`` leaves out rows whose evidence the window did
-    not load whole (a missing event there is unloaded, not absent). The query returns
+    ``ckpt_iteration``). ``in_window`` leaves out rows about steps before the window
+    of an incremental verification (but a follower's late ones:
+    :meth:`~ftaudit.verifier.context.RunContext.judges`); ``loaded`` leaves out rows
+    whose evidence the window did not load whole (a missing event there is unloaded,
+    not absent). The query returns
     ``incarnation``, ``cell``, ``rank`` and ``segment``; ``role`` and ``attempt`` when
     it knows them.
     """
     out = []
     for r in ctx.rows(sql, label=label, needs=needs):
         step = r[at]
-        if in_window and step is not None and step < ctx.since:
+        if in_window and step is not None and not ctx.judges(step, r["segment"]):
             continue
         if not _loaded(ctx, r, loaded, step):
             continue
