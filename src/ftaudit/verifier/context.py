@@ -377,12 +377,21 @@ class RunContext:
         """Whether every event of the incarnation's driver was loaded."""
         if self.scope is None:
             return True
-        drivers = {
+        drivers = self._drivers(incarnation)
+        return bool(drivers) and all(self.scope.complete(w) for w in drivers)
+
+    def drivers_complete(self) -> bool:
+        """Whether every event of every driver was loaded (every allocation)."""
+        return self.scope is None or all(self.scope.complete(w) for w in self._drivers())
+
+    def _drivers(self, incarnation: int | None = None) -> set[str]:
+        """The loaded driver writers (of ``incarnation``; None: of every one)."""
+        return {
             s.meta.writer
             for s in self.scan.segments
-            if s.meta.incarnation == incarnation and s.meta.writer.startswith("driver.")
+            if s.meta.writer.startswith("driver.")
+            and (incarnation is None or s.meta.incarnation == incarnation)
         }
-        return bool(drivers) and all(self.scope.complete(w) for w in drivers)
 
     def new_incarnation(self, incarnation: int) -> bool:
         """Whether the incarnation began at a step under judgement."""

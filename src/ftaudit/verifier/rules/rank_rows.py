@@ -87,9 +87,8 @@ def judged_rank_rows(
     of an incremental verification (but a follower's late ones:
     :meth:`~ftaudit.verifier.context.RunContext.judges`); ``loaded`` leaves out rows
     whose evidence the window did not load whole (a missing event there is unloaded,
-    not absent). The query returns
-    ``incarnation``, ``cell``, ``rank`` and ``segment``; ``role`` and ``attempt`` when
-    it knows them.
+    not absent). The query returns ``incarnation``, ``cell``, ``rank`` and ``segment``;
+    ``role`` and ``attempt`` when it knows them.
     """
     out = []
     for r in ctx.rows(sql, label=label, needs=needs):

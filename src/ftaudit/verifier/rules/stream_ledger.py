@@ -34,17 +34,13 @@ def committed_high(ctx: RunContext) -> StreamHigh | None:
     if ctx.following:  # fed every poll, the ones that need it not included
         ledger = ctx.footers.states.setdefault(StreamLedger, StreamLedger())
         ledger.take(ctx.scope.lookback if ctx.scope is not None else 0, _committed(ctx))
-    if ctx.scope is None or all(ctx.writer_complete(w) for w in _drivers(ctx)):
+    if ctx.drivers_complete():
         return _from_allocations(ctx)
     return ledger.high if ledger is not None and ledger.whole else None
 
 
 def _committed(ctx: RunContext) -> list[Allocation]:
     return [a for a in ctx.allocations if a.key in ctx.committed_keys and a.num_ids]
-
-
-def _drivers(ctx: RunContext) -> set[str]:
-    return {s.meta.writer for s in ctx.scan.segments if s.meta.writer.startswith("driver.")}
 
 
 def _largest(a: Allocation) -> int:
@@ -92,15 +88,15 @@ class StreamLedger:
             self.whole = False
         if not self.whole:
             return
-        self.steps = {s: v for s, v in self.steps.items() if s < lookback}
+        for step, (largest, _) in self.steps.items():
+            if step < lookback:  # left the window: only its maximum is needed any more
+                self.folded_max = max(largest, -1 if self.folded_max is None else self.folded_max)
+        self.steps = {}
         for a in committed:
             if a.step < lookback:
                 continue
             largest, incarnations = self.steps.get(a.step, (-1, frozenset()))
             self.steps[a.step] = (max(largest, _largest(a)), incarnations | {a.incarnation})
-        for step in [s for s in self.steps if s < lookback]:
-            largest, _ = self.steps.pop(step)
-            self.folded_max = max(largest, self.folded_max if self.folded_max is not None else -1)
         self.folded_upto = max(self.folded_upto, lookback)
 
     def high(self, incarnation: int, iteration: int) -> int | None:
