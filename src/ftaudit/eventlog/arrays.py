@@ -91,10 +91,14 @@ def string_array(values: Sequence[str]) -> pa.Array:
     return pa.StringArray.from_buffers(len(raw), pa.py_buffer(offsets), pa.py_buffer(b"".join(raw)))
 
 
-def int64_array(values: np.ndarray) -> pa.Array:
-    """A 1-d numpy integer array as an Arrow ``int64`` array (no NULLs; no shim)."""
+def int64_array(values: np.ndarray, nulls: np.ndarray | None = None) -> pa.Array:
+    """A 1-d numpy integer array as an Arrow ``int64`` array (no shim), NULL where the
+    boolean ``nulls`` is set (None: nowhere)."""
     data = pa.py_buffer(np.ascontiguousarray(values, dtype=np.int64))
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, data])
+    if nulls is None or not nulls.any():
+        return pa.Array.from_buffers(pa.int64(), len(values), [None, data])
+    valid = pa.py_buffer(np.packbits(~nulls, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(values), [valid, data], int(nulls.sum()))
 
 
 def string_scalar(value: str) -> pa.StringScalar:

@@ -120,19 +120,36 @@ def insert_rows(
     return copied
 
 
-def delete_rows(con: duckdb.DuckDBPyConnection, event_types: Iterable[str], where: str) -> None:
-    """Delete the rows meeting the SQL condition ``where`` from each of ``event_types``'
-    tables."""
-    for name in event_types:
-        con.execute(f"DELETE FROM {ident(table_of(name))} WHERE {where}")
+DROPS = "_drops"
+"""The name :func:`delete_below` gives its table of rows to delete while it runs."""
+
+
+def delete_below(con: duckdb.DuckDBPyConnection, drops: pa.Table) -> None:
+    """Delete the rows ``drops`` names: it holds ``type``, ``filename`` and ``below``, and
+    of each segment (``filename``) and event type in it, the rows whose ``seq`` is below
+    ``below`` go (NULL: every row). One statement per type whatever the segments: a
+    condition listing them cost a follower's poll 1-2 ms a statement in parsing it and
+    comparing each row's path with every one listed, and two statements a type."""
+    con.register(DROPS, drops)
+    try:
+        for name in sorted(set(drops["type"].to_pylist())):
+            table = ident(table_of(name))
+            con.execute(
+                f"DELETE FROM {table} USING {DROPS} d "
+                f"WHERE d.type = {literal(name)} AND {table}.{FILENAME} = d.{FILENAME} "
+                f"AND (d.below IS NULL OR {table}.seq < d.below)"
+            ).fetchall()
+    finally:
+        con.unregister(DROPS)
 
 
 __all__ = [
+    "DROPS",
     "FILENAME",
     "RunTables",
     "add_columns",
     "create_tables",
-    "delete_rows",
+    "delete_below",
     "duckdb_types",
     "insert_rows",
     "table_of",

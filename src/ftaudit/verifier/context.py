@@ -21,6 +21,7 @@ from ftaudit.eventlog.vocabulary import RankOutcome
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
 from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.session import Session
+from ftaudit.verifier.views import KEPT_FROM
 
 if TYPE_CHECKING:
     from ftaudit.dataset.manifest import DatasetManifest
@@ -419,9 +420,10 @@ class RunContext:
         *,
         label: str = "",
         needs: Collection[str] = (),
+        reads: Collection[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """The rows of ``sql`` (see :meth:`Session.rows` for ``needs``)."""
-        return self.session.rows(sql, params, label=label, needs=needs)
+        """The rows of ``sql`` (see :meth:`Session.rows` for ``needs`` and ``reads``)."""
+        return self.session.rows(sql, params, label=label, needs=needs, reads=reads)
 
     def count(self, sql: str, *, label: str) -> int:
         """A rule's ``checked`` count: the ``n`` of ``sql``'s one row. A follower's poll
@@ -438,6 +440,7 @@ class RunContext:
                       buffer_size AS b, dataset_size AS n, deterministic_order AS det, starts
                FROM incarnations ORDER BY incarnation""",
             label="incarnations",
+            reads=KEPT_FROM["incarnations"],
         )
         return {
             r["incarnation"]: Incarnation(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -300,26 +300,32 @@ def load_fed(ctx: RunContext) -> FedSamples:
                       coalesce(len(items), 0) AS n_items
                FROM sample_fingerprints)"""
     kept = "WHERE coalesce(len(fingerprints), 0) = n AND n_items IN (0, n)"
-    # the totals first, so the per-sample arrays are filled in place, never regrown
-    counted = ctx.session.rows(
-        f"""{sized} SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS total,
-                           CAST(coalesce(sum(n_items), 0) AS BIGINT) AS claims
-            FROM sized {kept}""",
-        label="sample fingerprint count",
-        needs=("sample_fingerprints",),
-    )
-    total = counted[0]["total"] if counted else 0
-    read = _FedReader(total, claimed=bool(counted) and counted[0]["claims"] > 0)
-    if not total:
-        return read.done()
-    for batch in ctx.session.batches(
-        f"""{sized}
+    select = f"""{sized}
            SELECT incarnation, step, attempt, writer, seq, cell, starts, lengths,
                   fingerprints, items, CAST(n AS BIGINT) AS n, n_items
-           FROM sized {kept}""",  # n BIGINT: a HUGEINT's Arrow cast imports pyarrow.compute
-        label="sample fingerprints",
-        rows=1024,
-    ):
+           FROM sized {kept}"""  # n BIGINT: a HUGEINT's Arrow cast imports pyarrow.compute
+    if not ctx.session.holds("sample_fingerprints"):
+        return _FedReader(0, claimed=False).done()
+    batches: Iterable[pa.RecordBatch]
+    if ctx.following:
+        # a window's few rows, held and counted: the count's query cost a poll 2-3 ms
+        batches = list(ctx.session.batches(select, label="sample fingerprints", rows=1024))
+        total = sum(int(int64_numpy(b.column("n")).sum()) for b in batches)
+        claims = any(int64_numpy(b.column("n_items")).any() for b in batches)
+    else:
+        # the totals first, so the per-sample arrays are filled in place, never regrown
+        counted = ctx.session.rows(
+            f"""{sized} SELECT CAST(coalesce(sum(n), 0) AS BIGINT) AS total,
+                               CAST(coalesce(sum(n_items), 0) AS BIGINT) AS claims
+                FROM sized {kept}""",
+            label="sample fingerprint count",
+        )
+        total, claims = counted[0]["total"], counted[0]["claims"] > 0
+        batches = ctx.session.batches(select, label="sample fingerprints", rows=1024)
+    read = _FedReader(total, claimed=claims)
+    if not total:
+        return read.done()
+    for batch in batches:
         read.add(batch)
     return read.done()
 
@@ -441,6 +447,7 @@ def load_manifests(ctx: RunContext) -> list[ManifestDeclaration]:
            FROM data_manifest ORDER BY incarnation, writer, seq""",
         label="data manifests",
         needs=("data_manifest",),
+        reads=("data_manifest",),
     )
     return [
         ManifestDeclaration(

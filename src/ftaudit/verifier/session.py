@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ftaudit.errors import (
@@ -25,15 +26,15 @@ from ftaudit.errors import (
     UnknownEventTypeError,
     UnusableInputError,
 )
-from ftaudit.eventlog.arrays import int64_scalar, string_array, string_scalar
+from ftaudit.eventlog.arrays import int64_array, int64_scalar, string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns, untyped_row
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
-from ftaudit.eventlog.sql import ident, string_list
-from ftaudit.eventlog.type_tables import RunTables, delete_rows, insert_rows, table_of
+from ftaudit.eventlog.sql import ident
+from ftaudit.eventlog.type_tables import RunTables, delete_below, insert_rows, table_of
 from ftaudit.eventlog.views import create_views, lock_down, widen
 from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WINDOW_TYPES, Kept
 from ftaudit.verifier.result_rows import row_maker
@@ -121,6 +122,13 @@ class Session:
     session opened since): :meth:`added_rows` reads them without a query."""
     _added_from: frozenset[str] = frozenset()
     """The segments (paths) :attr:`added` holds the loaded rows of."""
+    _memo: dict[tuple[str, tuple[Any, ...]], tuple[frozenset[str], list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    """:meth:`rows` asked with ``reads``: (sql, params) -> (reads, rows), until a move
+    changes the rows of one of those types."""
+    _incarnations: set[int] | None = None
+    """:meth:`incarnations_loaded` (asked on first use, then grown by each move)."""
 
     @classmethod
     def open(
@@ -162,7 +170,8 @@ class Session:
             if one:
                 con.execute("SET threads = 1")
             tables = create_views(con, scan, registry, manifests=False)  # FT008 reads them
-            _keep(con, tables, scan, partial)
+            infos = {str(i.path): i for i in scan.segments}
+            _cut(con, tables, infos, {p: (WHOLE, k) for p, k in partial.items() if k != WHOLE})
             check_rows(con, registry, tables, footers={str(i.path): i.meta for i in scan.segments})
             create_history_views(con)
             keep_history(con)
@@ -213,6 +222,7 @@ class Session:
                 if not was.covers(now, wanted[path].meta.types):
                     return False  # rows it was loaded without
                 shrunk[path] = now
+        gone = loaded - wanted.keys()
         outgrown = self.one_thread and not _one_thread(scan, partial)  # threads are locked
         added = new_columns(new, self.schema)
         if added is None or outgrown:
@@ -224,13 +234,9 @@ class Session:
                 self.tables = widen(self.con, scan, self.registry, self.tables, added, types)
             staged = {p: k for p, k in partial.items() if p not in loaded}
             rows = self._stage(new, staged, footers) if new.segments else None
-            gone = sorted(loaded - wanted.keys())
-            if gone:
-                delete_rows(
-                    self.con,
-                    _types_of(self.scan, gone) & self.tables.types,
-                    f"list_contains({string_list(gone)}, filename)",
-                )
+            infos = {str(i.path): i for i in self.scan.segments}
+            cuts = {p: (self._partial.get(p, WHOLE), shrunk.get(p)) for p in gone | shrunk.keys()}
+            _cut(self.con, self.tables, infos, cuts)
             if rows is not None:
                 self.con.register(_NEW_ROWS, rows)
                 copied = insert_rows(
@@ -238,13 +244,13 @@ class Session:
                 )
                 if copied != rows.num_rows:
                     raise AssertionError("rows of a checked segment went missing")
-            _keep(self.con, self.tables, scan, shrunk)
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
             changed |= _cut_types(wanted, self._partial, shrunk)
             if changed:  # the types whose rows came or went: so may the history made of them
                 keep_history(self.con, changed)
+                self._memo = {k: v for k, v in self._memo.items() if not v[0] & changed}
         except duckdb.Error as exc:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
@@ -257,7 +263,21 @@ class Session:
         self._holding = held
         if rows is not None:
             self.added, self._added_from = rows, frozenset(str(i.path) for i in new.segments)
+            if self._incarnations is not None:
+                self._incarnations.update(_values(rows, "incarnation"))
         return True
+
+    def incarnations_loaded(self) -> frozenset[int]:
+        """Every incarnation a loaded row names, and perhaps some whose rows left the
+        window since (a superset: a move adds the new rows' and removes none). Asked of
+        DuckDB once; a follower's poll then knows without a scan of every event type
+        whether each loaded row's incarnation logged a start."""
+        if self._incarnations is None:
+            found = self.rows(
+                "SELECT DISTINCT incarnation FROM events", label="incarnations loaded"
+            )
+            self._incarnations = {r["incarnation"] for r in found} - {None}
+        return frozenset(self._incarnations)
 
     @property
     def added_segments(self) -> frozenset[str]:
@@ -347,9 +367,13 @@ class Session:
             return {}
         found = []
         if "run_started" in self.tables.types:
-            found = self.con.execute(
-                f"SELECT incarnation, {ident(_BUFFER)} FROM {ident(table_of('run_started'))}"
-            ).fetchall()
+            started = self.rows(
+                f"SELECT incarnation, {ident(_BUFFER)} AS size "
+                f"FROM {ident(table_of('run_started'))}",
+                label="ring sizes",
+                reads=("run_started",),
+            )
+            found = [(r["incarnation"], r["size"]) for r in started]
         started = rows.filter(pc.equal(rows["type"], string_scalar("run_started")))
         found += zip(started["incarnation"].to_pylist(), started[_BUFFER].to_pylist(), strict=True)
         rings: dict[int, int] = {}
@@ -393,6 +417,7 @@ class Session:
         *,
         label: str = "",
         needs: Collection[str] = (),
+        reads: Collection[str] | None = None,
     ) -> list[dict[str, Any]]:
         """Like :meth:`query`, as a list of dicts (for small results only).
 
@@ -400,10 +425,19 @@ class Session:
         with a column whose Python value Arrow gives otherwise is read through
         :meth:`query`. ``needs``: event types every row of ``sql`` is made from; when one
         of them has no loaded row the result is empty and is not asked for (planning a
-        rule's query costs a small run milliseconds, whatever it finds).
+        rule's query costs a small run milliseconds, whatever it finds). ``reads``: every
+        event type ``sql`` reads (through the views too); the result is then kept until a
+        :meth:`move` changes the rows of one of them (a follower's poll asked again of the
+        starts and the manifests, which a live run rarely adds to). The rows returned
+        are the caller's to read, not to change.
         """
         if needs and not all(self.holds(t) for t in needs):
             return []
+        if reads is not None:
+            key = (sql, tuple(params))
+            if key not in self._memo:
+                self._memo[key] = (frozenset(reads), self.rows(sql, params, label=label))
+            return list(self._memo[key][1])
         started = time.perf_counter()
         with self._translated(label):
             cursor = self.con.execute(sql, list(params) or None)
@@ -500,16 +534,6 @@ def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
     return rows
 
 
-def _sql_kept(kept: Kept) -> str:
-    """The SQL condition a row of a segment ``kept`` so meets."""
-    terms = [f"seq >= {int(kept.whole_from)}"] if kept.whole_from is not None else []
-    for types, since in ((WINDOW_TYPES, kept.window_from), (HEAD, kept.head_from)):
-        if since is not None:
-            of_types = f"list_contains({string_list(list(types))}, type)"
-            terms.append(f"({of_types} AND seq >= {int(since)})")
-    return " OR ".join(terms) or "false"
-
-
 def _by_kept(partial: Mapping[str, Kept]) -> dict[Kept, list[str]]:
     """The segments of ``partial``, by what is kept of them (paths sorted); whole ones
     left out."""
@@ -549,21 +573,54 @@ def _cut_types(
     return out
 
 
-def _keep(
-    con: duckdb.DuckDBPyConnection, tables: RunTables, scan: RunScan, partial: Mapping[str, Kept]
+def _cut(
+    con: duckdb.DuckDBPyConnection,
+    tables: RunTables,
+    infos: Mapping[str, SegmentInfo],
+    cuts: Mapping[str, tuple[Kept, Kept | None]],
 ) -> None:
-    """Of each segment of ``scan`` in ``partial``, keep only the rows kept (:class:`Kept`)."""
-    for kept, paths in _by_kept(partial).items():
-        delete_rows(
+    """Of each loaded segment in ``cuts`` (path -> what was kept of it, what is kept now;
+    None: nothing, it left the window), delete the rows no longer kept (``infos``: the
+    loaded segments by path). Only the types whose kept rows start later now are touched."""
+    drops: dict[str, list[Any]] = {"type": [], FILENAME: [], "below": []}
+    for path, (was, now) in cuts.items():
+        for name in infos[path].meta.types:
+            before = was.start(name)
+            after = now.start(name) if now is not None else None
+            if name not in tables.types or before is None:
+                continue  # none of its rows were loaded
+            if after is not None and after <= before:
+                continue  # every row loaded is still kept
+            drops["type"].append(name)
+            drops[FILENAME].append(path)
+            drops["below"].append(after)
+    if drops["type"]:
+        below = drops["below"]
+        nulls = np.array([b is None for b in below], dtype=bool)
+        # built from buffers: pa.array of Python ints goes through pyarrow's pandas shim
+        delete_below(
             con,
-            _types_of(scan, paths) & tables.types,
-            f"list_contains({string_list(paths)}, filename) AND NOT ({_sql_kept(kept)})",
+            pa.table(
+                [
+                    string_array(drops["type"]),
+                    string_array(drops[FILENAME]),
+                    int64_array(np.array([b or 0 for b in below], np.int64), nulls),
+                ],
+                names=["type", FILENAME, "below"],
+            ),
         )
 
 
 def _types_of(scan: RunScan, paths: Collection[str]) -> set[str]:
     """The event types the footers of ``scan``'s segments ``paths`` list."""
     return {t for info in scan.segments if str(info.path) in paths for t in info.meta.types}
+
+
+def _values(rows: pa.Table, column: str) -> set[Any]:
+    """The distinct non-null values of ``rows``' ``column``."""
+    import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
+
+    return set(pc.unique(rows[column]).to_pylist()) - {None}
 
 
 def _one_line(exc: BaseException) -> str:

@@ -117,8 +117,10 @@ class StepContinuity(Rule):
         return out
 
     def _resume_points(self, ctx: RunContext) -> list[Violation]:
-        out = []
+        out: list[Violation] = []
         incs = ctx.incarnations
+        if not any(ctx.incarnation_complete(i) for i in incs):
+            return out  # incremental: no first step was loaded (a follower's every poll)
         for r in ctx.rows(FIRST_STEPS, label="FT002 first steps"):
             inc = incs.get(r["incarnation"])
             if inc is None:

@@ -72,7 +72,7 @@ class EngineChecksums(Rule):
     }
 
     def check(self, ctx: RunContext) -> RuleOutcome:
-        checked = ctx.rows(SYNCS, label="FT007 syncs")[0]["n"]
+        checked = ctx.count(SYNCS, label="FT007 syncs")
         out = []
         engines = ctx.rows(ENGINE_DIFFS, label="FT007 engines", needs=("engine_weight_checksum",))
         for r in engines:
