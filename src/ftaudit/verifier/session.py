@@ -122,6 +122,9 @@ class Session:
     session opened since): :meth:`added_rows` reads them without a query."""
     _added_from: frozenset[str] = frozenset()
     """The segments (paths) :attr:`added` holds the loaded rows of."""
+    _added_masks: dict[str, pa.ChunkedArray] = field(default_factory=dict)
+    """Which of :attr:`added`'s rows are of each event type :meth:`added_rows` was asked
+    for."""
     _memo: dict[tuple[str, tuple[Any, ...]], tuple[frozenset[str], list[dict[str, Any]]]] = field(
         default_factory=dict
     )
@@ -209,7 +212,7 @@ class Session:
         rows it was loaded without: the caller opens a new session. Raises
         ``UnusableInputError`` as :meth:`open` does.
         """
-        self.added, self._added_from = None, frozenset()
+        self.added, self._added_from, self._added_masks = None, frozenset(), {}
         loaded = {str(i.path) for i in self.scan.segments}
         wanted = {str(i.path): i for i in scan.segments}
         fresh = tuple(i for i in scan.segments if str(i.path) not in loaded)
@@ -316,17 +319,25 @@ class Session:
         added = self.added
         if added is None or not self._added_from.issuperset(segments):
             return None
-        of_type = pc.equal(added["type"], string_scalar(event_type))
-        inside = pc.is_in(added[FILENAME], value_set=string_array(sorted(segments)))
-        rows = added.filter(pc.and_(of_type, inside))
-        names = [*columns, "segment"]
-        present = set(rows.column_names)  # a list built at each access: read it once
+        mask = self._added_masks.get(event_type)
+        if mask is None:
+            mask = self._added_masks[event_type] = pc.equal(
+                added["type"], string_scalar(event_type)
+            )
+        if not self._added_from.intersection(self.segments_holding(event_type)) <= set(segments):
+            # some added segment holding the type is not asked for: leave its rows out
+            inside = pc.is_in(added[FILENAME], value_set=string_array(sorted(segments)))
+            mask = pc.and_(mask, inside)
+        present = set(added.column_names)  # a list built at each access: read it once
         arrays = []
         for name in columns:
             column = name if name in ENVELOPE_COLUMNS else f"{event_type}.{name}"
-            arrays.append(rows[column] if column in present else pa.nulls(rows.num_rows))
-        arrays.append(rows[FILENAME])
-        return pa.Table.from_arrays(arrays, names=names).to_pylist()
+            arrays.append(added[column] if column in present else pa.nulls(added.num_rows))
+        arrays.append(added[FILENAME])
+        # the columns asked for, then the rows: filtering every column of the run cost
+        # each call most of a millisecond
+        rows = pa.Table.from_arrays(arrays, names=[*columns, "segment"]).filter(mask)
+        return rows.to_pylist()
 
     def _stage(
         self,
@@ -551,12 +562,19 @@ def _holding(scan: RunScan, partial: Mapping[str, Kept]) -> dict[str, frozenset[
     taken to hold every type its footer lists from there on (a rule asks DuckDB, and
     finds none)."""
     holding: dict[str, set[str]] = {}
+    # most segments share their types and what is kept of them: each pair judged once
+    held_of: dict[tuple[Kept | None, tuple[str, ...]], tuple[str, ...]] = {}
     for info in scan.segments:
         path = str(info.path)
         kept = partial.get(path)
-        for name in info.meta.types:
-            if kept is None or kept.start(name) is not None:
-                holding.setdefault(name, set()).add(path)
+        key = (kept, info.meta.types)
+        names = held_of.get(key)
+        if names is None:
+            names = held_of[key] = tuple(
+                n for n in info.meta.types if kept is None or kept.start(n) is not None
+            )
+        for name in names:
+            holding.setdefault(name, set()).add(path)
     return {name: frozenset(paths) for name, paths in holding.items()}
 
 
