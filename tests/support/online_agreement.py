@@ -16,10 +16,12 @@ POLL_EVERY_S = 0.3
 """A live follower's pause between polls (what it judges does not depend on it)."""
 
 
-JUDGED_LATER = ("loader_not_restored",)
-"""Findings whose evidence comes from a later process than the step they are about: a
-resumed loader's state is compared with the one saved at its resume point, a step judged
-before the resumed incarnation began (only the final verdict has both)."""
+JUDGED_LATER: tuple[str, ...] = ()
+"""Findings (kinds) whose evidence may come after the last poll of a live run: none of
+the follower's own. Evidence that lands after its step was judged (a resumed loader's
+state, about its checkpoint's step; an asynchronous save) is judged at the poll that
+reads it (:meth:`~ftaudit.verifier.context.RunContext.judges`); a defect's own late
+kinds are named where it is followed (the demo's ``checkpoint_one_step_late``)."""
 
 
 def finding(v: Violation) -> tuple[object, ...]:

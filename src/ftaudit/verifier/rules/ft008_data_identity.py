@@ -102,14 +102,17 @@ class DataIdentity(Rule):
         out += self._orders(ctx, orders)
         note = found.note
         high = committed_high(ctx) if ctx.deterministic_order is True else None
-        if ctx.scope is None:
-            out += self._loader_states(ctx, load_loader_states(ctx), stream, high)
-        else:
+        states = load_loader_states(ctx)
+        saved = _saved(states)
+        # a window holds the drivers' rows from T on: the state saved at a resume point
+        # (the step before the window) and the resumed one that a new segment brings
+        out += self._resumed_loaders(ctx, states, saved)
+        if high is not None:
             # an incremental window holds every declaration (the incremental module keeps
             # them from the segments before it) but not the committed stream before it:
             # a saved loader is checked where the window or the follower's ledger has it
-            if high is not None:
-                out += self._saved_positions(ctx, _saved(load_loader_states(ctx)), stream, high)
+            out += self._saved_positions(ctx, saved, stream, high)
+        if ctx.scope is not None:
             note = f"{note}; {_INCREMENTAL}"
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
@@ -213,17 +216,17 @@ class DataIdentity(Rule):
             )
         return out
 
-    def _loader_states(
+    def _resumed_loaders(
         self,
         ctx: RunContext,
         states: list[LoaderStateRecord],
-        stream: StreamMap,
-        high: StreamHigh | None,
+        saved: dict[tuple[int, int], LoaderStateRecord],
     ) -> list[Violation]:
-        saved = _saved(states)
+        """A resumed loader must hold the position, epoch and seed saved with the
+        checkpoint it resumed from (judged where the window holds both)."""
         out = []
         for s in states:
-            if s.when != "resumed":
+            if s.when != "resumed" or not ctx.judges(s.iteration, s.segment):
                 continue
             inc = ctx.incarnations.get(s.incarnation)
             source = inc.resumed_incarnation if inc is not None else None
@@ -246,11 +249,11 @@ class DataIdentity(Rule):
                         f"{s.iteration} with {', '.join(diffs)} (saved by incarnation "
                         f"{source}): the loader state was not restored",
                         kind="loader_not_restored",
-                        location=Location(step=s.iteration, incarnation=s.incarnation),
+                        location=Location(
+                            step=s.iteration, incarnation=s.incarnation, segment=s.segment
+                        ),
                     )
                 )
-        if high is not None:
-            out += self._saved_positions(ctx, saved, stream, high)
         return out
 
     def _saved_positions(
@@ -617,9 +620,9 @@ def _saved(states: list[LoaderStateRecord]) -> dict[tuple[int, int], LoaderState
 
 
 _INCREMENTAL = (
-    "incremental verification: the loaded steps only (a resumed loader's state and repeats "
-    "of a content before them are checked by a full ft-verify; a saved loader's position "
-    "where the window, or a follower's ledger, holds the committed stream)"
+    "incremental verification: the loaded steps only (repeats of a content before them are "
+    "checked by a full ft-verify; a saved loader's position where the window, or a "
+    "follower's ledger, holds the committed stream)"
 )
 _NO_MANIFEST = (
     "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
