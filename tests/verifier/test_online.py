@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+import ftaudit.verifier.rules.ft009_restore_evidence as ft009
 from ftaudit.eventlog import scan_run
 from ftaudit.eventlog.load import new_columns, unified_schema
 from ftaudit.eventlog.reader import RunScan
@@ -22,9 +24,11 @@ from ftaudit.synth import SynthConfig, SynthResult, synthesize
 from ftaudit.synth.bugs import BUGS, BUGS_BY_NAME
 from ftaudit.verifier import Report, verify
 from ftaudit.verifier.anchors import NO_ANCHORS
+from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.engine import check_session, select_rules
 from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, select
 from ftaudit.verifier.online import OnlineVerifier
+from ftaudit.verifier.rules.rank_rows import RankRow
 from ftaudit.verifier.session import Session
 from tests.support.online_agreement import (
     check_agreement,
@@ -393,3 +397,45 @@ def test_a_trainer_that_has_sealed_nothing_yet_holds_the_steps_it_ran_back(
     assert online.poll().finished
     check_agreement(live, online, provisional, judged_pairs(judged))
     assert bool(provisional) == (bug is not None)
+
+
+LOST_AT = 12
+LOST_STEPS = 30
+LOST_CONFIG = dataclasses.replace(SHAPE, steps=LOST_STEPS, restarts=0, retries=2)
+
+
+@pytest.mark.parametrize("bug", [None, "allocation_lost"])
+def test_a_lost_allocation_is_reported_live_and_its_twin_asks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bug: str | None
+) -> None:
+    """FT009's unallocated attempts are asked of DuckDB only where an attempt the window's
+    trainer rows name has no allocation (``verifier/rules/attempt_keys.py``): the lost
+    allocation is still reported by a poll while the run is live, and the correct twin's
+    polls never ask."""
+    asked: list[str] = []  # the labels a follower's poll asked (not an offline verify)
+    ask = ft009.judged_rank_rows
+
+    def counting(ctx: RunContext, sql: str, **kwargs: Any) -> list[RankRow]:
+        if ctx.following:
+            asked.append(str(kwargs["label"]))
+        return ask(ctx, sql, **kwargs)
+
+    monkeypatch.setattr(ft009, "judged_rank_rows", counting)
+    config = dataclasses.replace(LOST_CONFIG, bug=bug, bug_step=LOST_AT if bug else None)
+    followed = _follow(tmp_path / "run", config, every=2)
+    _check_agreement(followed)
+    lost = [
+        (v.location.step, v.location.incarnation)
+        for v in followed.online.violations
+        if v.kind == "unallocated_attempt"
+    ]
+    if bug is None:
+        assert lost == []
+        assert "FT009 unallocated attempts" not in asked
+        assert "FT009 unallocated ids" in asked  # the spy saw the polls' queries
+        return
+    assert lost == [(LOST_AT, 0)]
+    # found while the run was live: a poll judged the step, the final verdict did not
+    assert ("FT009", LOST_AT, 0) in followed.provisional
+    assert followed.judged_live > LOST_AT
+    assert "FT009 unallocated attempts" in asked

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ftaudit.eventlog.sql import literal
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Violation
+from ftaudit.verifier.rules.attempt_keys import EVIDENCE_TYPES, may_be_unallocated
 from ftaudit.verifier.rules.base import Rule, RuleOutcome
 from ftaudit.verifier.rules.rank_rows import judged_rank_rows
 
@@ -54,13 +56,12 @@ UNHEALED_RANKS = f"""
     ORDER BY r.incarnation, r.step, r.cell, r.rank"""
 """Ranks of a healed cell that trained after the heal without restore evidence at it."""
 
-ATTEMPT_EVIDENCE = """
+ATTEMPT_EVIDENCE = f"""
     SELECT incarnation, step, attempt, writer, seq, segment, source_cell AS cell,
            source_rank AS rank, type
     FROM events
     WHERE source_kind = 'trainer' AND step IS NOT NULL AND attempt IS NOT NULL
-      AND type IN ('witness_snapshot', 'witness_gradient', 'sample_advantage_summary',
-                   'step_applied')"""
+      AND type IN ({", ".join(map(literal, EVIDENCE_TYPES))})"""
 """Trainer events that exist only because the trainer was given ids for an attempt."""
 
 UNALLOCATED_ATTEMPTS = f"""
@@ -186,6 +187,8 @@ class RestoreEvidence(Rule):
         ]
 
     def _unallocated(self, ctx: RunContext) -> list[Violation]:
+        if ctx.following and not may_be_unallocated(ctx):
+            return []  # every attempt its trainer rows name that a poll reports is allocated
         rows = judged_rank_rows(
             ctx, UNALLOCATED_ATTEMPTS, label="FT009 unallocated attempts", loaded="step"
         )

@@ -1,0 +1,85 @@
+"""Which attempts a follower's trainer evidence is about (FT009's unallocated attempts).
+
+Offline, FT009 finds the attempts with trainer evidence but no allocation in one query
+(:data:`~ftaudit.verifier.rules.ft009_restore_evidence.UNALLOCATED_ATTEMPTS`). A
+follower asked it at every poll (5-6 ms, a query over four event types of its window)
+and found nothing in almost all of them. It keeps here, per segment, the attempts its
+trainer rows of those types are about, fed only the segments new to its window; the
+query is asked only where one of them has no allocation and its finding could be
+reported now.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection
+
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.segment_state import SegmentFed
+
+EVIDENCE_TYPES = (
+    "witness_snapshot",
+    "witness_gradient",
+    "sample_advantage_summary",
+    "step_applied",
+)
+"""Trainer events that exist only because the trainer was given ids for an attempt."""
+
+_COLUMNS = ("incarnation", "step", "attempt", "source_kind")
+
+Attempt = tuple[int | None, int, int]
+"""(incarnation, step, attempt) as a trainer row names it."""
+
+
+class AttemptKeys(SegmentFed):
+    """The attempts one event type's trainer rows are about, by segment."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.of_segment: dict[str, set[Attempt]] = {}
+        self.attempts: Counter[Attempt] = Counter()
+        """Every attempt named, with how many segments name it."""
+
+    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
+        rows = self.added_rows(ctx, _COLUMNS, segments)
+        if rows is None:
+            query = f"SELECT {', '.join(_COLUMNS)}, segment FROM {self.event_type}"
+            rows = self.rows(ctx, query, segments, label="FT009 attempt keys")
+        for r in rows:
+            if r["source_kind"] != "trainer" or r["step"] is None or r["attempt"] is None:
+                continue
+            key = (r["incarnation"], r["step"], r["attempt"])
+            named = self.of_segment.setdefault(r["segment"], set())
+            if key not in named:
+                named.add(key)
+                self.attempts[key] += 1
+
+    def drop(self, segment: str) -> None:
+        for key in self.of_segment.pop(segment, ()):
+            self.attempts[key] -= 1
+            if not self.attempts[key]:
+                del self.attempts[key]
+
+
+KEEPERS: tuple[type[AttemptKeys], ...] = tuple(
+    type(f"AttemptKeys_{name}", (AttemptKeys,), {"event_type": name}) for name in EVIDENCE_TYPES
+)
+"""One state per evidence type (a state follows the rows of one type)."""
+
+
+def may_be_unallocated(ctx: RunContext) -> bool:
+    """Whether a follower's window may hold an attempt with trainer evidence and no
+    allocation that this poll judges: at a step under judgement, or named by a segment new
+    to this poll (a finding is located at its evidence's first segment, one of those
+    naming it). False means the query would find no row a poll reports."""
+    allocated = {a.key for a in ctx.allocations}
+    new = ctx.session.added_segments
+    for keep in KEEPERS:
+        state = ctx.kept(keep)
+        for key in state.attempts:
+            if key not in allocated and key[1] >= ctx.since:
+                return True
+        for segment in new & state.of_segment.keys():
+            if not state.of_segment[segment] <= allocated:
+                return True
+    return False
