@@ -120,7 +120,7 @@ def insert_rows(
     return copied
 
 
-DROPS = "_drops"
+_DROPS = "_drops"
 """The name :func:`delete_below` gives its table of rows to delete while it runs."""
 
 
@@ -130,21 +130,20 @@ def delete_below(con: duckdb.DuckDBPyConnection, drops: pa.Table) -> None:
     ``below`` go (NULL: every row). One statement per type whatever the segments: a
     condition listing them cost a follower's poll 1-2 ms a statement in parsing it and
     comparing each row's path with every one listed, and two statements a type."""
-    con.register(DROPS, drops)
+    con.register(_DROPS, drops)
     try:
         for name in sorted(set(drops["type"].to_pylist())):
             table = ident(table_of(name))
             con.execute(
-                f"DELETE FROM {table} USING {DROPS} d "
+                f"DELETE FROM {table} USING {_DROPS} d "
                 f"WHERE d.type = {literal(name)} AND {table}.{FILENAME} = d.{FILENAME} "
                 f"AND (d.below IS NULL OR {table}.seq < d.below)"
             ).fetchall()
     finally:
-        con.unregister(DROPS)
+        con.unregister(_DROPS)
 
 
 __all__ = [
-    "DROPS",
     "FILENAME",
     "RunTables",
     "add_columns",

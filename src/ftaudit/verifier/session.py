@@ -378,13 +378,13 @@ class Session:
             return {}
         found = []
         if "run_started" in self.tables.types:
-            started = self.rows(
+            loaded = self.rows(
                 f"SELECT incarnation, {ident(_BUFFER)} AS size "
                 f"FROM {ident(table_of('run_started'))}",
                 label="ring sizes",
                 reads=("run_started",),
             )
-            found = [(r["incarnation"], r["size"]) for r in started]
+            found = [(r["incarnation"], r["size"]) for r in loaded]
         started = rows.filter(pc.equal(rows["type"], string_scalar("run_started")))
         found += zip(started["incarnation"].to_pylist(), started[_BUFFER].to_pylist(), strict=True)
         rings: dict[int, int] = {}

@@ -119,14 +119,16 @@ class StepContinuity(Rule):
     def _resume_points(self, ctx: RunContext) -> list[Violation]:
         out: list[Violation] = []
         incs = ctx.incarnations
-        if not any(ctx.incarnation_complete(i) for i in incs):
-            return out  # incremental: no first step was loaded (a follower's every poll)
+        # incremental: the others' first steps were not loaded, nor are they judged now
+        complete = {i for i in incs if ctx.incarnation_complete(i)}
+        if not complete:
+            return out  # none loaded whole (a follower's every poll): nothing to ask
         for r in ctx.rows(FIRST_STEPS, label="FT002 first steps"):
             inc = incs.get(r["incarnation"])
             if inc is None:
                 continue  # FT001 reports an incarnation without a start
-            if not ctx.incarnation_complete(inc.incarnation):
-                continue  # incremental: its first step was not loaded, nor judged now
+            if inc.incarnation not in complete:
+                continue
             expected = 0 if inc.resumed_iteration is None else inc.resumed_iteration + 1
             if r["first_step"] != expected:
                 where = (
