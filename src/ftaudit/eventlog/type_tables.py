@@ -97,29 +97,6 @@ def add_columns(
         con.execute(f"ALTER TABLE {ident(table_of(name))} ADD COLUMN {ident(field.name)} {duck}")
 
 
-def insert_rows(
-    con: duckdb.DuckDBPyConnection,
-    source: str,
-    columns: Collection[str],
-    event_types: Iterable[str],
-) -> int:
-    """Copy the rows of ``source`` (a relation of ``columns``, rows of any type) of each of
-    ``event_types`` into that type's table; returns how many rows were copied.
-
-    By name: a column the table has and ``source`` lacks is NULL in the copied rows.
-    """
-    copied = 0
-    for name in event_types:
-        wanted = [c for c in columns if _in_table(c, name)]
-        found = con.execute(
-            f"INSERT INTO {ident(table_of(name))} BY NAME "
-            f"SELECT {', '.join(map(ident, wanted))} FROM {ident(source)} "
-            f"WHERE type = {literal(name)}"
-        ).fetchone()
-        copied += found[0] if found else 0
-    return copied
-
-
 _DROPS = "_drops"
 """The name :func:`delete_below` gives its table of rows to delete while it runs."""
 
@@ -150,7 +127,6 @@ __all__ = [
     "create_tables",
     "delete_below",
     "duckdb_types",
-    "insert_rows",
     "table_of",
     "type_fields",
 ]

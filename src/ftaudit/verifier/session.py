@@ -34,8 +34,9 @@ from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
 from ftaudit.eventlog.sql import ident
-from ftaudit.eventlog.type_tables import RunTables, delete_below, insert_rows, table_of
+from ftaudit.eventlog.type_tables import RunTables, delete_below, table_of
 from ftaudit.eventlog.views import create_views, lock_down, widen
+from ftaudit.eventlog.window_tables import WindowTables
 from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WINDOW_TYPES, Kept
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
@@ -132,6 +133,9 @@ class Session:
     changes the rows of one of those types."""
     _incarnations: set[int] | None = None
     """:meth:`incarnations_loaded` (asked on first use, then grown by each move)."""
+    _window: WindowTables | None = None
+    """The loaded rows, held as Arrow from the first :meth:`move` on
+    (:mod:`~ftaudit.eventlog.window_tables`)."""
 
     @classmethod
     def open(
@@ -174,7 +178,10 @@ class Session:
                 con.execute("SET threads = 1")
             tables = create_views(con, scan, registry, manifests=False)  # FT008 reads them
             infos = {str(i.path): i for i in scan.segments}
-            _cut(con, tables, infos, {p: (WHOLE, k) for p, k in partial.items() if k != WHOLE})
+            cuts = {p: (WHOLE, k) for p, k in partial.items() if k != WHOLE}
+            drops = _drops(tables, infos, cuts)
+            if drops is not None:
+                delete_below(con, drops)
             check_rows(con, registry, tables, footers={str(i.path): i.meta for i in scan.segments})
             create_history_views(con)
             keep_history(con)
@@ -233,20 +240,24 @@ class Session:
         check_types(new, self.registry)
         types = {t for info in new.segments for t in info.meta.types} - self.tables.types
         try:
+            if self._window is None:
+                self._window = WindowTables.adopt(self.con, self.tables)
+            window = self._window
             if added or types:
                 self.tables = widen(self.con, scan, self.registry, self.tables, added, types)
+                window.widen(self.tables)
             staged = {p: k for p, k in partial.items() if p not in loaded}
             rows = self._stage(new, staged, footers) if new.segments else None
             infos = {str(i.path): i for i in self.scan.segments}
             cuts = {p: (self._partial.get(p, WHOLE), shrunk.get(p)) for p in gone | shrunk.keys()}
-            _cut(self.con, self.tables, infos, cuts)
+            drops = _drops(self.tables, infos, cuts)
+            if drops is not None:
+                window.delete_below(drops)
             if rows is not None:
-                self.con.register(_NEW_ROWS, rows)
-                copied = insert_rows(
-                    self.con, _NEW_ROWS, rows.column_names, _types_of(new, wanted.keys())
-                )
-                if copied != rows.num_rows:
+                masks = {t: _of_type(rows, t) for t in _types_of(new, wanted.keys())}
+                if window.append(rows, masks) != rows.num_rows:
                     raise AssertionError("rows of a checked segment went missing")
+                self._added_masks = masks
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
@@ -321,9 +332,7 @@ class Session:
             return None
         mask = self._added_masks.get(event_type)
         if mask is None:
-            mask = self._added_masks[event_type] = pc.equal(
-                added["type"], string_scalar(event_type)
-            )
+            mask = self._added_masks[event_type] = _of_type(added, event_type)
         if not self._added_from.intersection(self.segments_holding(event_type)) <= set(segments):
             # some added segment holding the type is not asked for: leave its rows out
             inside = pc.is_in(added[FILENAME], value_set=string_array(sorted(segments)))
@@ -591,15 +600,15 @@ def _cut_types(
     return out
 
 
-def _cut(
-    con: duckdb.DuckDBPyConnection,
+def _drops(
     tables: RunTables,
     infos: Mapping[str, SegmentInfo],
     cuts: Mapping[str, tuple[Kept, Kept | None]],
-) -> None:
+) -> pa.Table | None:
     """Of each loaded segment in ``cuts`` (path -> what was kept of it, what is kept now;
-    None: nothing, it left the window), delete the rows no longer kept (``infos``: the
-    loaded segments by path). Only the types whose kept rows start later now are touched."""
+    None: nothing, it left the window), the rows no longer kept, as
+    :func:`~ftaudit.eventlog.type_tables.delete_below` takes them (``infos``: the loaded
+    segments by path); None: none. Only the types whose kept rows start later now."""
     drops: dict[str, list[Any]] = {"type": [], FILENAME: [], "below": []}
     for path, (was, now) in cuts.items():
         for name in infos[path].meta.types:
@@ -612,21 +621,26 @@ def _cut(
             drops["type"].append(name)
             drops[FILENAME].append(path)
             drops["below"].append(after)
-    if drops["type"]:
-        below = drops["below"]
-        nulls = np.array([b is None for b in below], dtype=bool)
-        # built from buffers: pa.array of Python ints goes through pyarrow's pandas shim
-        delete_below(
-            con,
-            pa.table(
-                [
-                    string_array(drops["type"]),
-                    string_array(drops[FILENAME]),
-                    int64_array(np.array([b or 0 for b in below], np.int64), nulls),
-                ],
-                names=["type", FILENAME, "below"],
-            ),
-        )
+    if not drops["type"]:
+        return None
+    below = drops["below"]
+    nulls = np.array([b is None for b in below], dtype=bool)
+    # built from buffers: pa.array of Python ints goes through pyarrow's pandas shim
+    return pa.table(
+        [
+            string_array(drops["type"]),
+            string_array(drops[FILENAME]),
+            int64_array(np.array([b or 0 for b in below], np.int64), nulls),
+        ],
+        names=["type", FILENAME, "below"],
+    )
+
+
+def _of_type(rows: pa.Table, event_type: str) -> pa.ChunkedArray:
+    """Which of ``rows`` are of ``event_type``."""
+    import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
+
+    return pc.equal(rows["type"], string_scalar(event_type))
 
 
 def _types_of(scan: RunScan, paths: Collection[str]) -> set[str]:
