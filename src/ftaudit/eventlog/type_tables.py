@@ -42,6 +42,14 @@ def table_of(event_type: str) -> str:
     return f"{_PREFIX}{event_type}"
 
 
+def stored(event_type: str) -> str:
+    """The qualified name of ``event_type``'s DuckDB table: a moving window's rows are
+    registered under the table's own name (:mod:`~ftaudit.eventlog.window_tables`), and
+    a registered name comes first in DuckDB's search path (the temporary catalog's
+    ``main`` schema, so ``main.<table>`` finds it too)."""
+    return f"memory.main.{ident(table_of(event_type))}"
+
+
 _SHARED = frozenset({*ENVELOPE_COLUMNS, FILENAME})
 
 
@@ -94,7 +102,7 @@ def add_columns(
     owned = [(f, name) for f, name in owned if name in event_types]
     types = duckdb_types(con, [f.type for f, _ in owned])
     for (field, name), duck in zip(owned, types, strict=True):
-        con.execute(f"ALTER TABLE {ident(table_of(name))} ADD COLUMN {ident(field.name)} {duck}")
+        con.execute(f"ALTER TABLE {stored(name)} ADD COLUMN {ident(field.name)} {duck}")
 
 
 _DROPS = "_drops"
@@ -127,6 +135,7 @@ __all__ = [
     "create_tables",
     "delete_below",
     "duckdb_types",
+    "stored",
     "table_of",
     "type_fields",
 ]

@@ -1,30 +1,59 @@
 """A moving window's rows as Arrow tables, one per event type, that DuckDB reads in place.
 
 A follower's window moves at every poll: the rows of a few dozen new segments join it
-and the oldest leave. Held in DuckDB's tables (:mod:`~ftaudit.eventlog.type_tables`),
-each move cost an ``INSERT`` and a ``DELETE`` per event type, 1.2-1.5 ms each however
-few the rows (planning a statement over a table of 17 columns): 30-45 ms of a poll of
-about 150. Held as Arrow, a move filters and appends a few thousand rows and registers
-each changed table again (0.4 ms). A name registered on a connection comes before a
-table of the same name in DuckDB's search path, so the views read these tables without
-a change; the DuckDB tables stay, empty, to keep their columns (``widen`` adds to them).
+and the oldest segments leave. Held in DuckDB's tables
+(:mod:`~ftaudit.eventlog.type_tables`), each move cost an ``INSERT`` and a ``DELETE``
+per event type, 1.2-3 ms each however few the rows (planning a statement over a table of
+17 columns): about 40 ms of a poll of 160. Held as Arrow, a move appends the new rows as
+a piece of their own, drops the pieces whose segments all left and filters only a piece
+that some of them left (filtering a type's whole window cost a millisecond a type), then
+registers each changed table again (0.5 ms). A name registered on a connection comes
+before a table of the same name in DuckDB's search path, so every view reads these
+tables as it read DuckDB's; those stay, empty, and keep the columns (``widen`` adds to
+them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 
 import duckdb
 import pyarrow as pa
 
 from ftaudit.eventlog.arrays import conform, int64_scalar, string_array, string_scalar
 from ftaudit.eventlog.sql import ident
-from ftaudit.eventlog.type_tables import FILENAME, RunTables, table_of, type_fields
+from ftaudit.eventlog.type_tables import FILENAME, RunTables, stored, table_of, type_fields
 
-_CHUNKS = 8
-"""A table held in more chunks than this is made one again: each move appends one, and
-DuckDB scans a table chunk by chunk."""
+PIECES = 16
+"""The most pieces a type's rows are held in: each is a chunk DuckDB scans on its own,
+and each move adds one; past this, the two adjacent pieces of fewest rows become one."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Some rows of one event type, and the segments they come from."""
+
+    rows: pa.Table
+    segments: frozenset[str]
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> _Piece:
+        return cls(rows, frozenset(rows[FILENAME].unique().to_pylist()))
+
+    def without(self, whole: set[str], below: Mapping[str, int]) -> _Piece:
+        """This piece less the rows of the ``whole`` segments and, of the segments in
+        ``below``, those before the sequence number given."""
+        import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
+
+        paths = self.rows[FILENAME]
+        gone = pc.is_in(paths, value_set=string_array(sorted(whole & self.segments)))
+        for path, seq in below.items():
+            if path in self.segments:
+                early = pc.less(self.rows["seq"], int64_scalar(seq))
+                gone = pc.or_(gone, pc.and_(pc.equal(paths, string_scalar(path)), early))
+        return _Piece.of(self.rows.filter(pc.invert(gone)))
 
 
 @dataclass
@@ -32,22 +61,30 @@ class WindowTables:
     """The rows of each event type of a connection's run, held as registered Arrow."""
 
     con: duckdb.DuckDBPyConnection
-    held: dict[str, pa.Table]
-    """Event type -> its rows, in the columns of its table."""
+    schemas: dict[str, pa.Schema]
+    """Event type -> the columns of its table."""
+    pieces: dict[str, list[_Piece]]
+    """Event type -> its rows, oldest piece first."""
 
     @classmethod
     def adopt(cls, con: duckdb.DuckDBPyConnection, tables: RunTables) -> WindowTables:
         """Take the rows of ``tables``' DuckDB tables on ``con`` into Arrow (the tables
         are emptied) and register them in their place."""
-        window = cls(con, {})
+        window = cls(con, {}, {})
         for name in sorted(tables.types):
-            schema = pa.schema(type_fields(tables.schema, name))
-            table = f"main.{ident(table_of(name))}"
+            schema = window.schemas[name] = pa.schema(type_fields(tables.schema, name))
+            table = stored(name)
             columns = ", ".join(ident(f.name) for f in schema)
-            rows = con.sql(f"SELECT {columns} FROM {table}").to_arrow_table()
-            # DuckDB's Arrow names a list's child otherwise than the segments' readers:
+            # in time order, in pieces: the window's oldest segments leave first, and the
+            # pieces they are alone in are dropped whole
+            rows = con.sql(f"SELECT {columns} FROM {table} ORDER BY ts").to_arrow_table()
+            # DuckDB's Arrow names a list's child otherwise than the segments' readers do:
             # the same columns, typed as every row appended later will be
-            window.held[name] = rows.cast(schema).combine_chunks()
+            rows = rows.cast(schema).combine_chunks()
+            size = -(-rows.num_rows // (PIECES // 2))
+            window.pieces[name] = [
+                _Piece.of(rows.slice(at, size)) for at in range(0, rows.num_rows, size or 1)
+            ]
             # read to the end: DuckDB holds the connection while a result is unread
             con.execute(f"DELETE FROM {table}").fetchall()
             window._register(name)
@@ -58,55 +95,84 @@ class WindowTables:
         held), and hold an empty table for each type new to ``tables``."""
         for name in sorted(tables.types):
             schema = pa.schema(type_fields(tables.schema, name))
-            held = self.held.get(name)
-            if held is not None and held.schema.equals(schema):
+            if name in self.schemas and self.schemas[name].equals(schema):
                 continue
-            self.held[name] = conform(held, schema) if held is not None else schema.empty_table()
+            self.schemas[name] = schema
+            pieces = self.pieces.get(name, [])
+            self.pieces[name] = [_Piece(conform(p.rows, schema), p.segments) for p in pieces]
             self._register(name)
 
-    def append(self, rows: pa.Table, masks: Mapping[str, pa.ChunkedArray]) -> int:
-        """Append the rows of ``rows`` (in the run's columns) that each mask of ``masks``
+    def move(
+        self,
+        drops: pa.Table | None,
+        rows: pa.Table | None = None,
+        masks: Mapping[str, pa.ChunkedArray] | None = None,
+    ) -> int:
+        """Delete the rows ``drops`` names, as
+        :func:`~ftaudit.eventlog.type_tables.delete_below` does in DuckDB's tables, then
+        append the rows of ``rows`` (in the run's columns) that each mask of ``masks``
         selects to the table of its event type; returns how many rows were appended."""
+        changed = self._delete_below(drops) if drops is not None else set()
         appended = 0
-        for name, mask in masks.items():
-            held = self.held[name]
+        for name, mask in (masks or {}).items():
+            if rows is None:
+                break
             # the table's columns, then the rows: filtering every column of the run costs
             # most of a millisecond a type
-            new = rows.select(held.column_names).filter(mask)
-            if not new.num_rows:
-                continue
-            appended += new.num_rows
-            self._keep(name, pa.concat_tables([held, new]))
+            new = rows.select(self.schemas[name].names).filter(mask)
+            if new.num_rows:
+                appended += new.num_rows
+                self.pieces[name].append(_Piece.of(new))
+                changed.add(name)
+        for name in sorted(changed):
+            self._bound(name)
+            self._register(name)
         return appended
 
-    def delete_below(self, drops: pa.Table) -> None:
-        """Delete the rows ``drops`` names, as
-        :func:`~ftaudit.eventlog.type_tables.delete_below` does in DuckDB's tables."""
-        import pyarrow.compute as pc  # a follower's only: ft-verify's plain path never loads it
-
-        cuts: dict[str, list[tuple[str, int | None]]] = {}
+    def _delete_below(self, drops: pa.Table) -> set[str]:
+        """Delete the rows ``drops`` names; returns the types whose rows changed."""
+        whole: dict[str, set[str]] = {}
+        below: dict[str, dict[str, int]] = {}
         listed = (drops[c].to_pylist() for c in ("type", FILENAME, "below"))
-        for name, path, below in zip(*listed, strict=True):
-            cuts.setdefault(name, []).append((path, below))
-        for name, segments in sorted(cuts.items()):
-            held = self.held[name]
-            paths = held[FILENAME]
-            whole = [path for path, below in segments if below is None]
-            gone = pc.is_in(paths, value_set=string_array(whole))
-            for path, below in segments:
-                if below is not None:
-                    early = pc.less(held["seq"], int64_scalar(below))
-                    gone = pc.or_(gone, pc.and_(pc.equal(paths, string_scalar(path)), early))
-            self._keep(name, held.filter(pc.invert(gone)))
+        for name, path, seq in zip(*listed, strict=True):
+            if seq is None:
+                whole.setdefault(name, set()).add(path)
+            else:
+                below.setdefault(name, {})[path] = seq
+        changed = set()
+        for name in whole.keys() | below.keys():
+            gone, cut = whole.get(name, set()), below.get(name, {})
+            kept = []
+            for piece in self.pieces[name]:
+                if piece.segments <= gone:
+                    continue
+                if piece.segments.isdisjoint(gone) and piece.segments.isdisjoint(cut):
+                    kept.append(piece)
+                else:
+                    kept.append(piece.without(gone, cut))
+            self.pieces[name] = [p for p in kept if p.rows.num_rows]
+            changed.add(name)
+        return changed
 
-    def _keep(self, name: str, rows: pa.Table) -> None:
-        if rows.column(0).num_chunks > _CHUNKS:
-            rows = rows.combine_chunks()
-        self.held[name] = rows
-        self._register(name)
+    def _bound(self, name: str) -> None:
+        """Join adjacent pieces of ``name`` until it is held in at most :data:`PIECES`."""
+        pieces = self.pieces[name]
+        while len(pieces) > PIECES:
+            sizes = [a.rows.num_rows + b.rows.num_rows for a, b in pairwise(pieces)]
+            at = sizes.index(min(sizes))
+            a, b = pieces[at], pieces[at + 1]
+            joined = pa.concat_tables([a.rows, b.rows]).combine_chunks()
+            pieces[at : at + 2] = [_Piece(joined, a.segments | b.segments)]
+
+    def rows(self, name: str) -> pa.Table:
+        """The rows of ``name`` held now."""
+        pieces = self.pieces.get(name, [])
+        if not pieces:
+            return self.schemas[name].empty_table()
+        return pa.concat_tables([p.rows for p in pieces])
 
     def _register(self, name: str) -> None:
-        self.con.register(table_of(name), self.held[name])
+        self.con.register(table_of(name), self.rows(name))
 
 
-__all__ = ["WindowTables"]
+__all__ = ["PIECES", "WindowTables"]

@@ -250,14 +250,13 @@ class Session:
             rows = self._stage(new, staged, footers) if new.segments else None
             infos = {str(i.path): i for i in self.scan.segments}
             cuts = {p: (self._partial.get(p, WHOLE), shrunk.get(p)) for p in gone | shrunk.keys()}
-            drops = _drops(self.tables, infos, cuts)
-            if drops is not None:
-                window.delete_below(drops)
+            masks = {}
             if rows is not None:
                 masks = {t: _of_type(rows, t) for t in _types_of(new, wanted.keys())}
-                if window.append(rows, masks) != rows.num_rows:
-                    raise AssertionError("rows of a checked segment went missing")
-                self._added_masks = masks
+            appended = window.move(_drops(self.tables, infos, cuts), rows, masks)
+            if rows is not None and appended != rows.num_rows:
+                raise AssertionError("rows of a checked segment went missing")
+            self._added_masks = masks
             held = _holding(scan, partial)
             was = self._held()
             changed = {t for t in held.keys() | was.keys() if held.get(t) != was.get(t)}
