@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_right
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ from ftaudit.eventlog.arrays import int64_numpy, list_lengths, null_mask
 from ftaudit.verifier.context import Allocation, CommittedStep, RunContext, StepKey
 from ftaudit.verifier.ownership import Owners, resolve
 from ftaudit.verifier.ring import keep_size
+from ftaudit.verifier.snapshot_instances import SnapshotInstances
 from ftaudit.verifier.spans import Spans, spans_of_rows
 
 SNAPSHOT_GROUPS = """
@@ -226,9 +228,8 @@ class InstanceLayouts:
         self._healed = {incarnation for incarnation, _ in self.heals}
         self.sets: dict[tuple[int, int, int], set[str]] = defaultdict(set)
         """(incarnation, cell or -1 for the shared first generation, generation) -> instances"""
-        for r in ctx.rows(INSTANCES, label="witness instances"):
-            gen = r["generation"]
-            self.sets[(r["incarnation"], -1 if gen == 0 else r["cell"], gen)].add(r["instance"])
+        for incarnation, cell, instance, gen in _instances(ctx, self.heals):
+            self.sets[(incarnation, -1 if gen == 0 else cell, gen)].add(instance)
 
     def _slot(self, incarnation: int, cell: int, step: int) -> tuple[int, int, int]:
         heals = self.heals.get((incarnation, cell))
@@ -251,6 +252,17 @@ class InstanceLayouts:
             if inc == incarnation:
                 out |= instances
         return out
+
+
+def _instances(
+    ctx: RunContext, heals: Mapping[tuple[int, int], list[int]]
+) -> Iterable[tuple[int | None, int | None, str | None, int]]:
+    """(incarnation, cell, instance, generation) of :data:`INSTANCES`: asked of the loaded
+    run, or kept by a follower between its polls (``heals``: each cell's, sorted)."""
+    if ctx.following:
+        return ctx.kept(SnapshotInstances).generations(heals)
+    rows = ctx.rows(INSTANCES, label="witness instances")
+    return ((r["incarnation"], r["cell"], r["instance"], r["generation"]) for r in rows)
 
 
 class CoverageModel:
