@@ -10,16 +10,9 @@ import numpy as np
 from ftaudit.verifier.context import Allocation, RunContext, StepKey
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.ring import ids_runs, max_per_step, stale_runs
+from ftaudit.verifier.rules.attempt_clears import cleared_attempts
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome
 from ftaudit.verifier.spans import Spans, union_all
-
-CLEARS = """
-    SELECT incarnation, step, accepted_attempt AS attempt FROM step_end
-    UNION SELECT incarnation, step, attempt FROM attempt_end WHERE accepted
-    UNION SELECT incarnation, step, attempt FROM witness_cleared"""
-"""The attempts after which the trainers zeroed the allocation's stale slots: every
-accepted attempt (its normal cells clear after the optimizer step) and every discarded
-attempt whose ranks logged ``witness_cleared``."""
 
 
 class AllocatorReplay(Rule):
@@ -69,10 +62,7 @@ class AllocatorReplay(Rule):
         by_inc: dict[int, list[Allocation]] = defaultdict(list)
         for a in allocations:
             by_inc[a.incarnation].append(a)
-        clears = {
-            (r["incarnation"], r["step"], r["attempt"])
-            for r in ctx.rows(CLEARS, label="FT003 clears")
-        }
+        clears = cleared_attempts(ctx)
         highest = 0  # the highest counter any earlier incarnation logged
         earlier: list[Allocation] = []
         for inc in sorted(by_inc):
