@@ -250,7 +250,7 @@ class Session:
             rows = self._stage(new, staged, footers) if new.segments else None
             infos = {str(i.path): i for i in self.scan.segments}
             cuts = {p: (self._partial.get(p, WHOLE), shrunk.get(p)) for p in gone | shrunk.keys()}
-            masks = {}
+            masks: dict[str, pa.ChunkedArray] = {}
             if rows is not None:
                 masks = {t: _of_type(rows, t) for t in _types_of(new, wanted.keys())}
             appended = window.move(_drops(self.tables, infos, cuts), rows, masks)
