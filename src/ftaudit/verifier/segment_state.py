@@ -13,8 +13,9 @@ the window's rows would build, and the rule judges from it the same way in both 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections import Counter
+from collections.abc import Collection, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 if TYPE_CHECKING:
     from ftaudit.verifier.context import RunContext
@@ -81,3 +82,37 @@ class SegmentFed(ABC):
             self.add(ctx, sorted(new) if kept else None)
         self.segments = held
         self.cut = cut
+
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+class NamedBySegment(SegmentFed, Generic[Key]):
+    """The keys (attempts, instances...) one event type's rows name, by segment: a key
+    stays while some segment in the window names it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.of_segment: dict[str, set[Key]] = {}
+        self.named: Counter[Key] = Counter()
+        """Every key named, with how many segments name it."""
+
+    def name(self, segment: str, key: Key) -> bool:
+        """Take in that ``segment``'s rows name ``key``; True when no other segment did."""
+        named = self.of_segment.setdefault(segment, set())
+        if key in named:
+            return False
+        named.add(key)
+        self.named[key] += 1
+        return self.named[key] == 1
+
+    def drop(self, segment: str) -> None:
+        for key in self.of_segment.pop(segment, ()):
+            self.named[key] -= 1
+            if not self.named[key]:
+                del self.named[key]
+                self.forget(key)
+
+    def forget(self, key: Key) -> None:
+        """No segment in the window names ``key`` any more (a state that keeps more about
+        a key than that it is named lets go of it here)."""

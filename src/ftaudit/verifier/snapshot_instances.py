@@ -11,11 +11,10 @@ each cell's generations from the heals as the query does.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.segment_state import SegmentFed
+from ftaudit.verifier.segment_state import NamedBySegment
 
 _COLUMNS = ("incarnation", "step", "cell", "instance")
 
@@ -26,16 +25,13 @@ Slot = tuple[int | None, int | None, str | None]
 """(incarnation, cell, instance)."""
 
 
-class SnapshotInstances(SegmentFed):
+class SnapshotInstances(NamedBySegment[Seen]):
     """The instances each cell snapshotted at each step, by segment."""
 
     event_type = "witness_snapshot"
 
     def __init__(self) -> None:
         super().__init__()
-        self.of_segment: dict[str, set[Seen]] = {}
-        self.seen: Counter[Seen] = Counter()
-        """Each snapshot key, with how many segments name it."""
         self.steps: dict[Slot, set[int | None]] = {}
         """The steps at which each (incarnation, cell, instance) was snapshotted."""
 
@@ -46,25 +42,15 @@ class SnapshotInstances(SegmentFed):
             rows = self.rows(ctx, query, segments, label="witness instances seen")
         for r in rows:
             key = (r["incarnation"], r["step"], r["cell"], r["instance"])
-            named = self.of_segment.setdefault(r["segment"], set())
-            if key in named:
-                continue
-            named.add(key)
-            self.seen[key] += 1
-            if self.seen[key] == 1:
+            if self.name(r["segment"], key):
                 self.steps.setdefault((key[0], key[2], key[3]), set()).add(key[1])
 
-    def drop(self, segment: str) -> None:
-        for key in self.of_segment.pop(segment, ()):
-            self.seen[key] -= 1
-            if self.seen[key]:
-                continue
-            del self.seen[key]
-            slot = (key[0], key[2], key[3])
-            steps = self.steps[slot]
-            steps.discard(key[1])
-            if not steps:
-                del self.steps[slot]
+    def forget(self, key: Seen) -> None:
+        slot = (key[0], key[2], key[3])
+        steps = self.steps[slot]
+        steps.discard(key[1])
+        if not steps:
+            del self.steps[slot]
 
     def generations(
         self, heals: Mapping[tuple[int, int], list[int]]

@@ -8,12 +8,11 @@ fed only the segments new to its window.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
 from typing import ClassVar
 
 from ftaudit.verifier.context import RunContext, StepKey
-from ftaudit.verifier.segment_state import SegmentFed
+from ftaudit.verifier.segment_state import NamedBySegment
 
 CLEARS = """
     SELECT incarnation, step, accepted_attempt AS attempt FROM step_end
@@ -24,19 +23,13 @@ accepted attempt (its normal cells clear after the optimizer step) and every dis
 attempt whose ranks logged ``witness_cleared``."""
 
 
-class _Clears(SegmentFed):
+class _Clears(NamedBySegment[StepKey]):
     """The attempts one event type's rows name as cleared, by segment."""
 
     attempt: ClassVar[str]
     """The column naming the attempt."""
     only_if: ClassVar[str | None]
     """A column that must be true for a row to count (None: every row counts)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.of_segment: dict[str, set[StepKey]] = {}
-        self.attempts: Counter[StepKey] = Counter()
-        """Every attempt named, with how many segments name it."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
         columns = ("incarnation", "step", self.attempt, *([self.only_if] if self.only_if else []))
@@ -45,19 +38,8 @@ class _Clears(SegmentFed):
             query = f"SELECT {', '.join(columns)}, segment FROM {self.event_type}"
             rows = self.rows(ctx, query, segments, label="FT003 clears of segments")
         for r in rows:
-            if self.only_if is not None and r[self.only_if] is not True:
-                continue
-            key = (r["incarnation"], r["step"], r[self.attempt])
-            named = self.of_segment.setdefault(r["segment"], set())
-            if key not in named:
-                named.add(key)
-                self.attempts[key] += 1
-
-    def drop(self, segment: str) -> None:
-        for key in self.of_segment.pop(segment, ()):
-            self.attempts[key] -= 1
-            if not self.attempts[key]:
-                del self.attempts[key]
+            if self.only_if is None or r[self.only_if] is True:
+                self.name(r["segment"], (r["incarnation"], r["step"], r[self.attempt]))
 
 
 KEEPERS: tuple[type[_Clears], ...] = tuple(
@@ -80,7 +62,7 @@ def cleared_attempts(ctx: RunContext) -> set[StepKey]:
         }
     out: set[StepKey] = set()
     for keep in KEEPERS:
-        out.update(ctx.kept(keep).attempts)
+        out.update(ctx.kept(keep).named)
     return out
 
 

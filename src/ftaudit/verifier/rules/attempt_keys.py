@@ -11,11 +11,10 @@ reported now.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
 
 from ftaudit.verifier.context import RunContext
-from ftaudit.verifier.segment_state import SegmentFed
+from ftaudit.verifier.segment_state import NamedBySegment
 
 EVIDENCE_TYPES = (
     "witness_snapshot",
@@ -31,14 +30,8 @@ Attempt = tuple[int | None, int, int]
 """(incarnation, step, attempt) as a trainer row names it."""
 
 
-class AttemptKeys(SegmentFed):
+class AttemptKeys(NamedBySegment[Attempt]):
     """The attempts one event type's trainer rows are about, by segment."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.of_segment: dict[str, set[Attempt]] = {}
-        self.attempts: Counter[Attempt] = Counter()
-        """Every attempt named, with how many segments name it."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
         rows = self.added_rows(ctx, _COLUMNS, segments)
@@ -48,17 +41,7 @@ class AttemptKeys(SegmentFed):
         for r in rows:
             if r["source_kind"] != "trainer" or r["step"] is None or r["attempt"] is None:
                 continue
-            key = (r["incarnation"], r["step"], r["attempt"])
-            named = self.of_segment.setdefault(r["segment"], set())
-            if key not in named:
-                named.add(key)
-                self.attempts[key] += 1
-
-    def drop(self, segment: str) -> None:
-        for key in self.of_segment.pop(segment, ()):
-            self.attempts[key] -= 1
-            if not self.attempts[key]:
-                del self.attempts[key]
+            self.name(r["segment"], (r["incarnation"], r["step"], r["attempt"]))
 
 
 KEEPERS: tuple[type[AttemptKeys], ...] = tuple(
@@ -76,7 +59,7 @@ def may_be_unallocated(ctx: RunContext) -> bool:
     new = ctx.session.added_segments
     for keep in KEEPERS:
         state = ctx.kept(keep)
-        for key in state.attempts:
+        for key in state.named:
             if key not in allocated and key[1] >= ctx.since:
                 return True
         for segment in new & state.of_segment.keys():
