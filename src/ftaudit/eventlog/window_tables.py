@@ -103,10 +103,7 @@ class WindowTables:
             self._register(name)
 
     def move(
-        self,
-        drops: pa.Table | None,
-        rows: pa.Table | None = None,
-        masks: Mapping[str, pa.ChunkedArray] | None = None,
+        self, drops: pa.Table | None, rows: pa.Table, masks: Mapping[str, pa.ChunkedArray]
     ) -> int:
         """Delete the rows ``drops`` names, as
         :func:`~ftaudit.eventlog.type_tables.delete_below` does in DuckDB's tables, then
@@ -114,9 +111,7 @@ class WindowTables:
         selects to the table of its event type; returns how many rows were appended."""
         changed = self._delete_below(drops) if drops is not None else set()
         appended = 0
-        for name, mask in (masks or {}).items():
-            if rows is None:
-                break
+        for name, mask in masks.items():
             # the table's columns, then the rows: filtering every column of the run costs
             # most of a millisecond a type
             new = rows.select(self.schemas[name].names).filter(mask)

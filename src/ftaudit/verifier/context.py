@@ -184,9 +184,7 @@ ALLOCATED_COLUMNS = (
     "seq",
     "writer",
 )
-
-ALLOCATED = f"SELECT {', '.join(ALLOCATED_COLUMNS)}, segment FROM witness_allocated"
-"""Every logged allocation row."""
+"""The columns of each logged allocation row (``witness_allocated``)."""
 
 
 _RunsKey = tuple[tuple[int, ...] | None, tuple[int, ...] | None] | None
@@ -225,9 +223,7 @@ class AllocationLog(SegmentFed):
         self._by_segment: dict[str, list[_Allocated]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        rows = self.added_rows(ctx, ALLOCATED_COLUMNS, segments)
-        if rows is None:
-            rows = self.rows(ctx, ALLOCATED, segments, label="allocations")
+        rows = self.fed_rows(ctx, ALLOCATED_COLUMNS, segments, label="allocations")
         for r in rows:
             ids = (r["witness_ids"], r["sample_indices"], r["stale_ids"])
             content = (

@@ -29,8 +29,6 @@ SNAPSHOT_COLUMNS = (
     "job_heads",
 )
 
-SNAPSHOTS = f"SELECT {', '.join(SNAPSHOT_COLUMNS)}, segment FROM checkpoint_saved"
-
 FINISHES = """
     SELECT incarnation, final_heads, writer, seq FROM run_finished ORDER BY incarnation, seq"""
 
@@ -73,9 +71,7 @@ class CheckpointHeads(SegmentFed):
         self._ordered: list[RecordedHead] | None = None
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        rows = self.added_rows(ctx, SNAPSHOT_COLUMNS, segments)
-        if rows is None:
-            rows = self.rows(ctx, SNAPSHOTS, segments, label="recorded heads: checkpoints")
+        rows = self.fed_rows(ctx, SNAPSHOT_COLUMNS, segments, label="recorded heads: checkpoints")
         for r in rows:
             order = (r["incarnation"], r["iteration"], r["writer"], r["seq"])
             held = self._by_segment.setdefault(r["segment"], [])

@@ -64,6 +64,23 @@ class SegmentFed(ABC):
             return None
         return ctx.session.added_rows(self.event_type, columns, segments)
 
+    def fed_rows(
+        self,
+        ctx: RunContext,
+        columns: Sequence[str],
+        segments: Collection[str] | None,
+        *,
+        label: str,
+    ) -> list[dict[str, Any]]:
+        """The ``columns`` of the state's event type's view, and ``segment``, of the rows of
+        ``segments`` (None: of every loaded segment): as the poll that added them decoded
+        them where it did (:meth:`added_rows`), else asked of DuckDB (:meth:`rows`)."""
+        rows = self.added_rows(ctx, columns, segments)
+        if rows is None:
+            query = f"SELECT {', '.join(columns)}, segment FROM {self.event_type}"
+            rows = self.rows(ctx, query, segments, label=label)
+        return rows
+
     def sync(self, ctx: RunContext) -> None:
         """Make the state that of the rows ``ctx``'s session holds now.
 

@@ -36,11 +36,7 @@ class SnapshotInstances(NamedBySegment[Seen]):
         """The steps at which each (incarnation, cell, instance) was snapshotted."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        rows = self.added_rows(ctx, _COLUMNS, segments)
-        if rows is None:
-            query = f"SELECT {', '.join(_COLUMNS)}, segment FROM witness_snapshot"
-            rows = self.rows(ctx, query, segments, label="witness instances seen")
-        for r in rows:
+        for r in self.fed_rows(ctx, _COLUMNS, segments, label="witness instances seen"):
             key = (r["incarnation"], r["step"], r["cell"], r["instance"])
             if self.name(r["segment"], key):
                 self.steps.setdefault((key[0], key[2], key[3]), set()).add(key[1])

@@ -33,11 +33,7 @@ class _Clears(NamedBySegment[StepKey]):
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
         columns = ("incarnation", "step", self.attempt, *([self.only_if] if self.only_if else []))
-        rows = self.added_rows(ctx, columns, segments)
-        if rows is None:
-            query = f"SELECT {', '.join(columns)}, segment FROM {self.event_type}"
-            rows = self.rows(ctx, query, segments, label="FT003 clears of segments")
-        for r in rows:
+        for r in self.fed_rows(ctx, columns, segments, label="FT003 clears of segments"):
             if self.only_if is None or r[self.only_if] is True:
                 self.name(r["segment"], (r["incarnation"], r["step"], r[self.attempt]))
 

@@ -34,11 +34,7 @@ class AttemptKeys(NamedBySegment[Attempt]):
     """The attempts one event type's trainer rows are about, by segment."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        rows = self.added_rows(ctx, _COLUMNS, segments)
-        if rows is None:
-            query = f"SELECT {', '.join(_COLUMNS)}, segment FROM {self.event_type}"
-            rows = self.rows(ctx, query, segments, label="FT009 attempt keys")
-        for r in rows:
+        for r in self.fed_rows(ctx, _COLUMNS, segments, label="FT009 attempt keys"):
             if r["source_kind"] != "trainer" or r["step"] is None or r["attempt"] is None:
                 continue
             self.name(r["segment"], (r["incarnation"], r["step"], r["attempt"]))

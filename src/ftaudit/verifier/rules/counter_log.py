@@ -29,10 +29,8 @@ READING_COLUMNS = (
     "seq",
     "counters",
 )
-
-READINGS = f"SELECT {', '.join(READING_COLUMNS)}, segment FROM step_applied"
-"""Every counter reading a rank logged (one that names no attempt of a cell, no reading
-of the committed history, is skipped: :data:`_NAMED`)."""
+"""The columns of each counter reading a rank logged (``step_applied``; one that names no
+attempt of a cell, no reading of the committed history, is skipped: :data:`_NAMED`)."""
 
 _NAMED = ("incarnation", "step", "attempt", "cell")
 
@@ -72,9 +70,7 @@ class CounterLog(SegmentFed):
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        rows = self.added_rows(ctx, READING_COLUMNS, segments)
-        if rows is None:
-            rows = self.rows(ctx, READINGS, segments, label="FT011 readings")
+        rows = self.fed_rows(ctx, READING_COLUMNS, segments, label="FT011 readings")
         for r in rows:
             if any(r[name] is None for name in _NAMED):
                 continue
