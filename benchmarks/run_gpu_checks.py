@@ -12,16 +12,20 @@ Only the standard library is used until the wheels are in:
    megatron-core, pydantic and pydantic-core, in another version than the pin, is
    installed offline with ``pip --no-index --no-deps --target .gpu-site`` (the machine's
    own packages are left alone);
-2. ``benchmarks/gpu_witness_check.py`` and ``benchmarks/gpu_megatron_check.py`` run one
+2. the writer's one compiled module (``src/ftaudit/eventlog/hotpath.c``) is built in
+   place for this Python unless a build for it is already there (``setup.py build_ext
+   --inplace``: a C compiler and setuptools, which a CUDA image has);
+3. ``benchmarks/gpu_witness_check.py`` and ``benchmarks/gpu_megatron_check.py`` run one
    after the other with ``.gpu-site`` and ``src`` on ``PYTHONPATH``, each under a time
    limit (the defaults fit both in under 5 minutes on one H200);
-3. one table lists every check of both with PASS/FAIL and the measured overheads; the
+4. one table lists every check of both with PASS/FAIL and the measured overheads; the
    exit status is 0 only if every check passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.metadata
 import json
 import os
@@ -146,6 +150,19 @@ def install_missing(wheels: Path, site: Path, requirements: Path = REQUIREMENTS)
     return specs
 
 
+def build_hotpath(root: Path = ROOT) -> bool:
+    """Build the writer's C module in place for this interpreter if no build of it is
+    there (a fresh checkout has none: ``*.so`` is ignored); True if it was built."""
+    package = root / "src" / "ftaudit" / "eventlog"
+    if any((package / f"hotpath{s}").is_file() for s in importlib.machinery.EXTENSION_SUFFIXES):
+        return False
+    with tempfile.TemporaryDirectory() as build:
+        command = [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace"]
+        command += ["--build-temp", f"{build}/temp", "--build-lib", f"{build}/lib"]
+        subprocess.run(command, cwd=root, check=True)
+    return True
+
+
 def run_check(script: str, args: list[str], env: dict[str, str], timeout_s: float) -> CheckRun:
     """Run one check script; its results come from the JSON file it writes."""
     run = CheckRun(script)
@@ -216,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     installed = install_missing(args.wheels, args.site)
+    if build_hotpath():
+        installed.append("ftaudit.eventlog.hotpath (built)")
     env = dict(os.environ)
     paths = [str(args.site), str(ROOT / "src"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)

@@ -129,6 +129,32 @@ def test_a_missing_requirement_without_its_wheel_is_named(
         runner.install_missing(wheels, tmp_path / "site", req)
 
 
+def test_the_writers_c_module_is_built_where_a_checkout_has_none(
+    runner: ModuleType, tmp_path: Path
+) -> None:
+    # a fresh checkout on the GPU machine has no build of hotpath.c (``*.so`` is ignored)
+    # for its Python: the entry command builds it in place, once, and leaves nothing else
+    package = tmp_path / "src" / "ftaudit" / "eventlog"
+    package.mkdir(parents=True)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (package / "hotpath.c").write_bytes((ROOT / "src/ftaudit/eventlog/hotpath.c").read_bytes())
+    assert runner.build_hotpath(tmp_path)
+    built = [p.name for p in package.iterdir() if p.name != "hotpath.c"]
+    assert len(built) == 1 and built[0].startswith("hotpath.") and built[0].endswith(".so")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "pyproject.toml",
+                                                          "setup.py", "src"]  # fmt: skip
+    loads = (
+        "import importlib.util as u, sys\n"
+        "spec = u.spec_from_file_location('ftaudit.eventlog.hotpath', sys.argv[1])\n"
+        "module = u.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "assert callable(module.add)\n"
+    )
+    subprocess.run([sys.executable, "-c", loads, str(package / built[0])], check=True)
+    assert not runner.build_hotpath(tmp_path)
+
+
 def test_table_and_verdict(runner: ModuleType) -> None:
     good = runner.CheckRun("a.py", {"x": True}, {"default_overhead_pct": 1.5}, "exit 0", 3.0)
     bad = runner.CheckRun("b.py", {"y": False}, {}, "exit 1", 4.0)
