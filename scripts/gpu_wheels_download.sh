@@ -6,8 +6,9 @@
 # Every requirement is pinned in benchmarks/gpu_requirements.txt; --no-deps because that
 # list is already the whole closure (resolving megatron-core's dependencies would fetch a
 # CUDA torch of several GiB). GPU_WHEELS_SKIP names requirements the GPU machine already
-# has, to carry less; for this workplace's H200 image (64 MiB carry limit, 30 MB left):
-#     GPU_WHEELS_SKIP="numpy pyarrow packaging typing-extensions" scripts/gpu_wheels_download.sh
+# has, to carry less; for this workplace's H200 image (64 MiB carry limit; it holds numpy
+# and pyarrow above ftaudit's floors, packaging older than the pin; 8 wheels, 30 MB):
+#     GPU_WHEELS_SKIP="numpy pyarrow" scripts/gpu_wheels_download.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-gpu_wheels}
