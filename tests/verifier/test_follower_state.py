@@ -12,12 +12,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.errors import CorruptSegmentError
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
 from ftaudit.eventlog.load import conformed_batches, unified_schema
-from ftaudit.eventlog.reader import RunScan, scan_run
+from ftaudit.eventlog.reader import RunScan, digest_problem, scan_run
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.shapes import is_runs
@@ -490,17 +491,28 @@ def test_a_moved_window_decodes_new_segments_with_the_footers_the_follower_parse
 ) -> None:
     """A follower parsed each new segment's footer when it listed it; the window's move
     decodes the segment with that footer (parsing it again cost 18% of a small segment's
-    read), and the rows are those of a read that parses it."""
+    read), and the rows are those of a read that parses it. Past its first poll it reads
+    each new segment whole when it lists it: hashed there, and decoded with the reader
+    that read its footer (no second read, no second open)."""
     from ftaudit.eventlog import load
     from ftaudit.verifier.online import OnlineVerifier
 
     cache = FooterCache()
     scan, _ = select(run_dir, 12, cache=cache)
     assert {i.path for i in scan.segments} <= set(cache.metadata)
+    assert not cache.opened and all(i.content_digest is None for i in scan.segments)
     schema = unified_schema(scan)
     parsed = pa.Table.from_batches(list(conformed_batches(scan, schema, cache.metadata)), schema)
     fresh = pa.Table.from_batches(list(conformed_batches(scan, schema)), schema)
     assert parsed.equals(fresh)
+    whole = FooterCache(read_whole=True)
+    scan, _ = select(run_dir, 12, cache=whole)
+    assert {i.path for i in scan.segments} <= set(whole.opened)
+    assert all(digest_problem(i) is None and i.content_digest for i in scan.segments)
+    read = pa.Table.from_batches(list(conformed_batches(scan, schema, whole.footers)), schema)
+    assert read.equals(fresh)
+    whole.drop_footers()
+    assert not whole.opened and not whole.metadata
 
     given: list[object] = []
     real = load.read_segment
@@ -519,7 +531,7 @@ def test_a_moved_window_decodes_new_segments_with_the_footers_the_follower_parse
         follower.poll()
         if opened is not None and follower._session is opened:
             moved.append(len(given))
-            assert all(f is not None for f in given), step
+            assert all(isinstance(f, pq.ParquetReader) for f in given), step
 
     synthesize(tmp_path / "live", CONFIG, after_step=poll)
     follower.close()
@@ -545,7 +557,7 @@ def test_a_follower_keeps_no_parsed_footer_between_polls(tmp_path: Path) -> None
 
     def poll(step: int) -> None:
         if follower.poll().judged is not None:
-            kept.append(len(follower._cache.metadata))
+            kept.append(len(follower._cache.metadata) + len(follower._cache.opened))
         assert follower._cache.max_steps, step
 
     with pytest.MonkeyPatch.context() as mp:

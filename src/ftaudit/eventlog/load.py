@@ -56,23 +56,33 @@ def unified_schema(scan: RunScan) -> pa.Schema:
     return schema.append(pa.field(FILENAME, pa.string()))
 
 
+Footers = Mapping[Path, pq.FileMetaData | pq.ParquetReader]
+"""What a reader of a segment's footer kept of it, by path: the parsed footer, or the
+reader opened over the file's bytes (:attr:`~ftaudit.eventlog.reader.Footer.opened`)."""
+
+
 def read_segment(
     info: SegmentInfo,
-    footer: pq.FileMetaData | None = None,
+    footer: pq.FileMetaData | pq.ParquetReader | None = None,
     leaves: Sequence[int] | None = None,
 ) -> pa.Table:
     """One segment's rows, read from the file opened by its exact path, with its
     :data:`FILENAME` column and no schema metadata (the digests in it differ per file);
-    ``footer``: its footer as parsed before (a follower keeps those of its window);
+    ``footer``: its footer as parsed before (a follower keeps those of its window), or
+    the reader its footer was read with over the file's bytes (read and opened once);
     ``leaves``: only the columns stored in these Parquet leaves are decoded (None: all;
     see :func:`leaves_of`)."""
     try:
-        with open(info.path, "rb") as f:
-            data = f.read()
-        # decoded from its bytes: through a Python file object each page read calls back
-        # into Python; one small file: handing each column to the thread pool costs more
-        # than it saves
-        table = open_parquet(data, footer).read_all(column_indices=leaves, use_threads=False)
+        if isinstance(footer, pq.ParquetReader):
+            parquet = footer
+        else:
+            with open(info.path, "rb") as f:
+                data = f.read()
+            # decoded from its bytes: through a Python file object each page read calls
+            # back into Python
+            parquet = open_parquet(data, footer)
+        # one small file: handing each column to the thread pool costs more than it saves
+        table = parquet.read_all(column_indices=leaves, use_threads=False)
     except UNREADABLE as exc:
         raise unreadable(info.path, exc, "unreadable") from None
     # here, on the reading thread: the main thread's share is what a second core cannot take
@@ -131,7 +141,7 @@ decoded tables held stay bounded when the segments are large (compacted ones).""
 
 def read_segments(
     infos: Iterable[SegmentInfo],
-    footers: Mapping[Path, pq.FileMetaData] | None = None,
+    footers: Footers | None = None,
     columns: Collection[str] | None = None,
 ) -> Iterator[tuple[SegmentInfo, pa.Table]]:
     """Each segment with its rows (:func:`read_segment`, with its footer from ``footers``
@@ -180,7 +190,7 @@ def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[p
 
 
 def conformed_batches(
-    scan: RunScan, schema: pa.Schema, footers: Mapping[Path, pq.FileMetaData] | None = None
+    scan: RunScan, schema: pa.Schema, footers: Footers | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``);
     ``footers``: footers parsed before, by path (see :func:`read_segments`). Only the

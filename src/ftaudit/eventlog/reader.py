@@ -90,6 +90,10 @@ class Footer:
     """As :attr:`SegmentInfo.content_digest`."""
     parsed: pq.FileMetaData
     """The parsed footer (a follower keeps it for its statistics; a scan drops it)."""
+    opened: pq.ParquetReader | None = None
+    """With ``digest``: the reader over the file's bytes, its footer parsed: the rows can
+    be decoded with it (:func:`~ftaudit.eventlog.load.read_segment`), with no second read
+    of the file and no second open."""
 
 
 class FooterChecks:
@@ -151,7 +155,7 @@ def read_footer(file: SegmentFile, *, digest: bool = False) -> Footer:
             parquet = open_parquet(path)
         md = parquet.metadata
         schema = parquet.schema_arrow.remove_metadata()
-        return Footer(md.metadata, md.num_rows, schema, content, md)
+        return Footer(md.metadata, md.num_rows, schema, content, md, parquet if digest else None)
     except UNREADABLE as exc:
         raise unreadable(path, exc, "not a readable Parquet file") from None
 
@@ -159,16 +163,16 @@ def read_footer(file: SegmentFile, *, digest: bool = False) -> Footer:
 def check_segment(
     file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
 ) -> SegmentInfo:
-    """The checked segment of :func:`checked_footer`, without its parsed footer."""
+    """The checked segment of :func:`checked_footer`, without its footer."""
     return checked_footer(file, checks, digest=digest)[0]
 
 
 def checked_footer(
     file: SegmentFile, checks: FooterChecks | None = None, *, digest: bool = False
-) -> tuple[SegmentInfo, pq.FileMetaData]:
+) -> tuple[SegmentInfo, Footer]:
     """Read a listed segment's footer and check it against its name, writer and schema;
-    the checked segment and its parsed footer (a follower keeps it: parsing it again for
-    its statistics cost a poll a millisecond per new segment).
+    the checked segment and its footer as read (a follower keeps the parsed footer:
+    parsing it again for its statistics cost a poll a millisecond per new segment).
 
     Raises :class:`CorruptSegmentError` naming the file (:class:`SegmentVanishedError` when
     it was removed after it was listed); :func:`list_segments` has already refused links
@@ -177,7 +181,7 @@ def checked_footer(
     (:attr:`SegmentInfo.content_digest`: FT001 then reads nothing more).
     """
     footer = read_footer(file, digest=digest)
-    return check_footer(file, footer, checks), footer.parsed
+    return check_footer(file, footer, checks), footer
 
 
 def check_footer(

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ftaudit.eventlog.arrays import int64_numpy, int64_scalar, string_scalar
+from ftaudit.eventlog.load import Footers
 from ftaudit.eventlog.reader import (
     UNREADABLE,
     FooterChecks,
@@ -175,6 +176,15 @@ class FooterCache:
     """Footers parsed since the last :meth:`drop_footers` (a poll decodes its new segments
     with them); what later polls need of a footer is kept apart (its checked info, its
     largest step)."""
+    read_whole: bool = False
+    """Read each segment whole when its footer is read (a follower past its first poll:
+    it hashes and decodes each new segment anyway): the digest is taken there and the
+    reader kept in :attr:`opened`. Not before: attaching lists the whole run, and the
+    footers of most of its segments are all that is read of them."""
+    opened: dict[Path, pq.ParquetReader] = field(default_factory=dict)
+    """The readers over the bytes of the segments read whole since the last
+    :meth:`drop_footers`: the poll decodes its new segments with them (:attr:`footers`),
+    where a second read and open of each cost a poll 3-4 ms."""
     infos: dict[Path, SegmentInfo] = field(default_factory=dict)
     max_steps: dict[Path, int | None] = field(default_factory=dict)
     allocations: dict[Path, pa.Table] = field(default_factory=dict)
@@ -211,6 +221,13 @@ class FooterCache:
         at 1,160 segments). A later need of one (a step statistic not looked at yet) parses
         it again."""
         self.metadata.clear()
+        self.opened.clear()
+
+    @property
+    def footers(self) -> Footers:
+        """What the poll can decode its new segments with, by path: the reader of each
+        one read whole, else its parsed footer."""
+        return {**self.metadata, **self.opened}
 
     def digest_problem(self, info: SegmentInfo) -> str | None:
         """:func:`~ftaudit.eventlog.reader.digest_problem` of ``info``, hashed once: a
@@ -246,6 +263,7 @@ class FooterCache:
     def _by_path(self) -> tuple[dict[Path, Any] | dict[str, Any], ...]:
         return (
             self.metadata,
+            self.opened,
             self.infos,
             self.max_steps,
             self.allocations,
@@ -295,9 +313,11 @@ class FooterCache:
         """The checked footer of ``listed`` (read on first use)."""
         found = self.infos.get(listed.path)
         if found is None:
-            found, md = checked_footer(listed, self.checks)
+            found, footer = checked_footer(listed, self.checks, digest=self.read_whole)
             self.infos[listed.path] = found
-            self.metadata.setdefault(listed.path, md)
+            md = self.metadata.setdefault(listed.path, footer.parsed)
+            if footer.opened is not None:
+                self.opened[listed.path] = footer.opened
             # while the footer is at hand: it is dropped after the poll
             self.max_steps.setdefault(listed.path, _largest_step(md, found.schema))
         return found

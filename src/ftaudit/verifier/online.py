@@ -327,6 +327,7 @@ class OnlineVerifier:
             kept = window.kept
         session, read = self._window(scan, kept)
         self._cache.drop_footers()  # the new segments are decoded: a footer is 100 KB
+        self._cache.read_whole = True  # from now on a poll lists its new segments only
         report = check_session(
             session, rules, window, None, self.data_manifests, NO_ANCHORS, self._cache
         )
@@ -344,7 +345,7 @@ class OnlineVerifier:
             loaded = {i.path for i in old.scan.segments}
             read = sum(1 for i in scan.segments if i.path not in loaded)
             try:
-                footers = self._cache.metadata  # parsed when the segments were listed
+                footers = self._cache.footers  # read when the segments were listed
                 if old.move(scan, kept=kept, footers=footers):
                     return old, read
             except BaseException:

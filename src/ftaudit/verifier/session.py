@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -29,7 +29,7 @@ from ftaudit.errors import (
 from ftaudit.eventlog.arrays import int64_array, int64_scalar, string_array, string_scalar
 from ftaudit.eventlog.connections import open_memory
 from ftaudit.eventlog.envelope import ENVELOPE_COLUMNS
-from ftaudit.eventlog.load import FILENAME, conformed_batches, new_columns, untyped_row
+from ftaudit.eventlog.load import FILENAME, Footers, conformed_batches, new_columns, untyped_row
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, scan_run
 from ftaudit.eventlog.registry import EventRegistry, default_registry
 from ftaudit.eventlog.rundir import SegmentListing, relisting
@@ -41,9 +41,6 @@ from ftaudit.verifier.incremental import HEAD, HEAD_ONLY, WHOLE, WINDOW_ONLY, WI
 from ftaudit.verifier.result_rows import row_maker
 from ftaudit.verifier.validation import check_footers_list, check_rows, suspect_rows
 from ftaudit.verifier.views import create_history_views, keep_history
-
-if TYPE_CHECKING:
-    import pyarrow.parquet as pq
 
 
 def check_types(scan: RunScan, registry: EventRegistry) -> None:
@@ -206,7 +203,7 @@ class Session:
         scan: RunScan,
         *,
         kept: Mapping[str, Kept] | None = None,
-        footers: Mapping[Path, pq.FileMetaData] | None = None,
+        footers: Footers | None = None,
     ) -> bool:
         """Make the loaded rows those of ``scan`` (of the ``kept`` segments, only those
         rows, as in :meth:`open`), reading only the segments not loaded yet (``footers``:
@@ -351,7 +348,7 @@ class Session:
         self,
         new: RunScan,
         partial: dict[str, tuple[str, ...]],
-        footers: Mapping[Path, pq.FileMetaData] | None = None,
+        footers: Footers | None = None,
     ) -> pa.Table:
         """``new``'s rows in the loaded table's columns (of ``partial`` segments, only the
         kept types' rows), checked before they join it.
