@@ -99,10 +99,13 @@ def _rolled_back(run_dir: Path) -> set[tuple[int, int]]:
 
 
 def judged_pairs(poll: Poll) -> set[tuple[int, int]]:
-    """The ``(incarnation, step)`` pairs ``poll`` judged."""
+    """The ``(incarnation, step)`` pairs ``poll`` judged of its newest incarnation (those
+    up to the checkpoint it resumed from are an older one's, not named here)."""
     if poll.judged is None or poll.incarnation is None:
         return set()
     first, last = poll.judged
+    if poll.resumed_from is not None:
+        first = max(first, poll.resumed_from + 1)
     return {(poll.incarnation, step) for step in range(first, last + 1)}
 
 

@@ -52,12 +52,15 @@ class Followed:
     judged: set[tuple[int, int]]
     """The ``(incarnation, step)`` pairs judged before the run finished."""
     polls_that_judged: int
+    steps_judged: set[int]
+    """Every step a poll judged before the run finished, of any incarnation."""
 
 
 def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 0) -> Followed:
     online = OnlineVerifier(run_dir, since_step=since)
     judged = 0
     pairs: set[tuple[int, int]] = set()
+    steps: set[int] = set()
 
     def after_step(step: int) -> None:
         nonlocal judged
@@ -66,12 +69,14 @@ def _follow(run_dir: Path, config: SynthConfig, *, every: int = 1, since: int = 
             assert not poll.finished  # the run ends after its last step
             judged += poll.judged is not None
             pairs.update(judged_pairs(poll))
+            if poll.judged is not None:
+                steps.update(range(poll.judged[0], poll.judged[1] + 1))
 
     run = synthesize(run_dir, config, after_step=after_step)
     provisional = {finding(v) for v in online.violations}
     live = online.judged_through
     assert online.poll().finished
-    return Followed(run, online, provisional, live, pairs, judged)
+    return Followed(run, online, provisional, live, pairs, judged, steps)
 
 
 def _as_polled(report: Report) -> dict:
@@ -115,6 +120,27 @@ def test_a_bug_is_found_before_the_run_finished(tmp_path: Path) -> None:
     assert any(k[0] == "FT004" for k in followed.provisional), followed.provisional
     _check_agreement(followed)
     assert not followed.online.passed()
+
+
+def test_a_follower_judges_on_after_a_resume_from_a_step_it_had_not_judged(
+    tmp_path: Path,
+) -> None:
+    """The follower had judged through step 10 when the run crashed, and the next
+    incarnation resumed from checkpoint 11: step 11 is the crashed incarnation's, settled
+    since it ended. The follower waited for the new incarnation's step 11, which never
+    came, and judged nothing more until the run finished; it now judges step 11 with the
+    new incarnation's first steps, and every step of the committed history while the run
+    is live."""
+    config = dataclasses.replace(SHAPE, checkpoint_every=4)
+    followed = _follow(tmp_path / "run", config)
+    assert followed.run.crashes
+    assert followed.judged_live >= config.steps - 2
+    with Session.open(followed.run.run_dir) as session:
+        rows = session.rows("SELECT DISTINCT step FROM committed_steps ORDER BY step")
+    assert [r["step"] for r in rows] == list(range(config.steps))
+    # each poll judged from where the last one stopped: no step left out
+    assert set(range(followed.judged_live + 1)) <= followed.steps_judged
+    _check_agreement(followed)
 
 
 @pytest.mark.slow

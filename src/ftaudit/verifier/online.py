@@ -87,7 +87,12 @@ class Poll:
     segments_read: int = 0
     """How many segments this poll loaded (0 when it judged nothing)."""
     incarnation: int | None = None
-    """The incarnation whose steps :attr:`judged` names (None when it judged nothing)."""
+    """The incarnation whose steps :attr:`judged` names (None when it judged nothing),
+    but those up to :attr:`resumed_from`."""
+    resumed_from: int | None = None
+    """The checkpoint iteration :attr:`incarnation` resumed from (None: a fresh start): the
+    steps judged up to it are of the older incarnations it continued, which ended before
+    it started (the committed history says which)."""
 
     @property
     def finished(self) -> bool:
@@ -119,6 +124,10 @@ class _Frontier:
     """The steps ended (from the step the follower judges next): the ranks each names."""
     logs_ends: bool = False
     """Whether the newest incarnation has sealed a step end."""
+    resumed: int | None = None
+    """The checkpoint iteration the newest incarnation resumed from, once its start is
+    read (None: a fresh start, or not read yet): the steps up to it are older
+    incarnations', which ended when it started."""
 
     def add(self, info: SegmentInfo, max_step: int | None) -> None:
         """Take in one newly sealed segment."""
@@ -128,7 +137,7 @@ class _Frontier:
         if meta.incarnation > self.incarnation:
             self.incarnation, self.finished = meta.incarnation, False
             self.tops, self.ranks, self.ends, self.ended = {}, {}, [], {}
-            self.logs_ends = False
+            self.logs_ends, self.resumed = False, None
         if meta.writer.startswith(_DRIVER_PREFIX) and "run_finished" in meta.types:
             self.finished = True
         top = -1 if max_step is None else max_step
@@ -165,7 +174,9 @@ class _Frontier:
         for writer, rank in self.ranks.items():
             if rank is not None:
                 sealed[rank] = max(sealed.get(rank, -1), self.tops[writer])
-        step = start
+        # a step up to the checkpoint resumed from is settled: its incarnation ended (a
+        # follower that had not judged them waited for the newest one's, forever)
+        step = start if self.resumed is None else max(start, self.resumed + 1)
         while step < limit and step in self.ended:
             if any(sealed.get(rank, -1) <= step for rank in self.ended[step]):
                 break
@@ -230,6 +241,8 @@ class OnlineVerifier:
     _session: Session | None = None
     """The window of the run the last poll judged, kept loaded for the next poll."""
     _incarnation: int = -1
+    _started: bool = False
+    """Whether the newest incarnation's start was read (where it resumed from)."""
     _next: int = 0
     """The first step not judged yet (a resumed incarnation moves it back)."""
 
@@ -272,12 +285,15 @@ class OnlineVerifier:
             fresh = self._fresh(v for r in self.final.results for v in r.violations)
             return Poll(None, fresh, self.final)
         if frontier.incarnation != self._incarnation:
-            # a resumed incarnation re-runs the steps after its checkpoint: judge them again
+            self._incarnation, self._started = frontier.incarnation, False
+        if not self._started:  # until its start is sealed: its trainers' may come first
             infos = [self._cache.info(f) for f in listing.files]
-            resumed = _resumed_iteration(infos, frontier.incarnation)
+            self._started, resumed = _start_of(infos, frontier.incarnation)
             if resumed is not None:
+                # a resumed incarnation re-runs the steps after its checkpoint: judge them
+                # again; the ones up to it, not judged yet, are settled
                 self._next = max(self.since_step, min(self._next, resumed + 1))
-            self._incarnation = frontier.incarnation
+                frontier.resumed = resumed
         start = self._next
         settled = frontier.settled(start)
         if settled < start:
@@ -292,7 +308,7 @@ class OnlineVerifier:
         fresh = self._fresh(wanted)
         self._next = settled + 1
         self.judged_through = max(self.judged_through, settled)
-        return Poll((start, settled), fresh, None, loaded, frontier.incarnation)
+        return Poll((start, settled), fresh, None, loaded, frontier.incarnation, frontier.resumed)
 
     @property
     def segments_seen(self) -> int:
@@ -369,19 +385,24 @@ class OnlineVerifier:
         return out
 
 
-def _resumed_iteration(infos: list[SegmentInfo], incarnation: int) -> int | None:
-    """The checkpoint iteration the incarnation resumed from (None: a fresh start)."""
+def _start_of(infos: list[SegmentInfo], incarnation: int) -> tuple[bool, int | None]:
+    """Whether the incarnation's start is sealed, and the checkpoint iteration it resumed
+    from (None: a fresh start, or its start not sealed yet)."""
+    started = False
     for info in infos:
         meta = info.meta
         if meta.incarnation != incarnation or not meta.writer.startswith(_DRIVER_PREFIX):
             continue
-        if "run_started" not in meta.types or _RESUMED_FROM not in info.schema.names:
+        if "run_started" not in meta.types:
+            continue
+        started = True
+        if _RESUMED_FROM not in info.schema.names:
             continue
         table = _rows_of(info.path, "run_started", [_RESUMED_FROM])
         for ref in table[_RESUMED_FROM].to_pylist():
             if ref is not None:
-                return int(ref["iteration"])
-    return None
+                return True, int(ref["iteration"])
+    return started, None
 
 
 def _rows_of(path: Path, event_type: str, columns: list[str]) -> pa.Table:
