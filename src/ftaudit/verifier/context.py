@@ -19,6 +19,7 @@ from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.eventlog.reader import digest_problem
 from ftaudit.eventlog.vocabulary import RankOutcome
 from ftaudit.verifier.anchors import NO_ANCHORS, Anchors
+from ftaudit.verifier.checksum_digests import ChecksumDigests, ChecksumPoint
 from ftaudit.verifier.segment_state import SegmentFed
 from ftaudit.verifier.session import Session
 from ftaudit.verifier.views import KEPT_FROM
@@ -100,13 +101,14 @@ class CommittedStep:
 
 CHECKSUM_POINTS = """
     SELECT "when", count(*) AS n, bool_or(step IS NULL OR step >= $1) AS judged,
-           bool_or(coalesce(checkpoint.iteration, step) >= $1
-                   OR list_contains($2::VARCHAR[], segment)) AS saved
+           bool_or(coalesce(checkpoint.iteration, step) >= $1) AS saved
     FROM trainer_weight_checksum GROUP BY "when"
 """
 """Per checksum point: the rows, whether one is at no step or at a step under judgement,
-and whether one names (or, saved, is at) a checkpoint iteration under judgement or came
-late (``$2``: a follower's segments new to this poll, :meth:`RunContext.judges`)."""
+and whether one names (or, saved, is at) a checkpoint iteration under judgement. A
+follower asks its :class:`~ftaudit.verifier.checksum_digests.ChecksumDigests` instead,
+where a checksum that came late (in a segment new to the poll,
+:meth:`RunContext.judges`) counts as saved too."""
 
 
 COMMITTED_CELLS = """
@@ -118,17 +120,6 @@ COMMITTED_CELLS = """
 and, on one row per distinct JSON only, the cells themselves: a run's steps log few
 distinct outcomes, and DuckDB's Python values of 160,000 nested cell outcomes (10,000
 steps x 16 cells) cost 0.7 s of CPU, against 0.1 s for the query."""
-
-
-@dataclass(frozen=True)
-class ChecksumPoint:
-    """The loaded checksums of one point (``when``): :attr:`RunContext.checksum_points`."""
-
-    count: int
-    judged: bool
-    """One is at no step or at a step under judgement."""
-    saved: bool
-    """One names a checkpoint iteration under judgement (``at_save``: its own step)."""
 
 
 @dataclass(frozen=True)
@@ -482,12 +473,10 @@ class RunContext:
         how many there are and whether one is under judgement: a rule skips a comparison
         none of whose findings would be reported (a query costs a follower's poll
         milliseconds however few rows it finds)."""
-        rows = self.rows(
-            CHECKSUM_POINTS,
-            [self.since, sorted(self.session.added_segments) if self.following else []],
-            label="checksum points",
-            needs=["trainer_weight_checksum"],
-        )
+        if self.following:  # from the checksums kept since the last poll: no query
+            return self.kept(ChecksumDigests).points_of(self.since, self.session.added_segments)
+        needs = ["trainer_weight_checksum"]
+        rows = self.rows(CHECKSUM_POINTS, [self.since], label="checksum points", needs=needs)
         return {r["when"]: ChecksumPoint(r["n"], bool(r["judged"]), bool(r["saved"])) for r in rows}
 
     def checksums_judged(self, when: str) -> bool:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Collection
 from typing import Any, ClassVar
 
 from ftaudit.eventlog.vocabulary import SHARD_TAG, WHOLE_TAG, tensor_of
+from ftaudit.verifier.checksum_digests import ChecksumDigests
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.findings import Location, Violation
 from ftaudit.verifier.restore_layouts import LayoutChange, RestoreLayouts
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, name_list
-from ftaudit.verifier.segment_state import SegmentFed
 
 TRAINED = """
     SELECT writer, seq, step, type IN ('witness_snapshot', 'witness_gradient',
@@ -199,64 +197,6 @@ SAVES_AND_LOADS = """WHERE c."when" IN ('at_save', 'after_load')"""
 """The checksums a restore's comparison reads (:data:`RESTORE_PAIRS`): where replicas need
 no comparison and no rank was healed, the others need no :data:`EVENTS` row (at 10,000
 steps x 16 cells, making the table of every checksum cost 0.44-0.50 s of CPU)."""
-
-
-DIGESTS = """
-    SELECT incarnation, step, attempt, "when", coalesce(source_role, '') AS role, rank, segment,
-           sha256(to_json(hashes)) AS digest
-    FROM trainer_weight_checksum"""
-"""Each checksum's point, and a digest of its hashes: equal digests, equal hashes (the
-JSON of a map is its entries in order, each name and hash quoted)."""
-
-
-_Point = tuple[int, int | None, int | None, str, str, int]
-"""(incarnation, step, attempt, when, role, rank): the checksums compared across cells."""
-
-
-class ChecksumDigests(SegmentFed):
-    """The digests of a follower's checksums, by point (see :class:`SegmentFed`).
-
-    Where every checksum of each point under judgement holds the very same hashes, no
-    comparison of the point can find a difference, and a follower's poll asks nothing
-    more of them: the cross-replica comparison (two queries over the window, most of
-    FT006's cost in a poll) runs only when some point holds two different ones.
-    """
-
-    event_type = "trainer_weight_checksum"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._digests: dict[_Point, Counter[str | None]] = {}
-        self._by_segment: dict[str, list[tuple[_Point, str | None]]] = {}
-
-    def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        for r in self.rows(ctx, DIGESTS, segments, label="FT006 digests"):
-            point = (r["incarnation"], r["step"], r["attempt"], r["when"], r["role"], r["rank"])
-            self._digests.setdefault(point, Counter())[r["digest"]] += 1
-            self._by_segment.setdefault(r["segment"], []).append((point, r["digest"]))
-
-    def drop(self, segment: str) -> None:
-        for point, digest in self._by_segment.pop(segment, ()):
-            seen = self._digests[point]
-            seen[digest] -= 1
-            if not seen[digest]:
-                del seen[digest]
-            if not seen:
-                del self._digests[point]
-
-    @property
-    def points(self) -> int:
-        """How many points the checksums are at (:data:`POINTS`)."""
-        return len(self._digests)
-
-    def all_alike(self, since: int) -> bool:
-        """Whether every point from step ``since`` on (or at no step) compared across
-        cells holds one digest only."""
-        return all(
-            len(seen) == 1
-            for (_, step, _, when, _, _), seen in self._digests.items()
-            if when != "after_heal" and (step is None or step >= since)
-        )
 
 
 class Checksums(Rule):

@@ -1,0 +1,63 @@
+"""A follower keeps its checksums' digests and points
+(``verifier.checksum_digests.ChecksumDigests``) instead of asking ``CHECKSUM_POINTS`` of
+its window at every poll (FT006 and FT010 ask it first): at each poll what it answers must
+be exactly the query's rows over the same window, a checksum that came late counted as
+saved, as segments join the window and leave it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ftaudit.synth import synthesize
+from ftaudit.verifier.checksum_digests import ChecksumPoint
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.online import OnlineVerifier
+from tests.support.synth_runs import LOOKBACK
+
+POINTS = """
+    SELECT "when", count(*) AS n, bool_or(step IS NULL OR step >= $1) AS judged,
+           bool_or(coalesce(checkpoint.iteration, step) >= $1
+                   OR list_contains($2::VARCHAR[], segment)) AS saved
+    FROM trainer_weight_checksum GROUP BY "when" """
+"""The query a follower's poll asked before (the late segments as ``$2``)."""
+
+
+@pytest.mark.parametrize("bug", [None, "checkpoint_late", "not_rolled_back", "checksum_mismatch"])
+def test_a_followers_checksum_points_are_the_querys_at_every_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bug: str | None
+) -> None:
+    compared: list[dict[str, ChecksumPoint]] = []
+    kept = RunContext.checksum_points.func
+
+    def both(ctx: RunContext) -> dict[str, ChecksumPoint]:
+        got = kept(ctx)
+        if ctx.following:  # the final verdict asks the query itself
+            late = sorted(ctx.session.added_segments)
+            rows = ctx.rows(
+                POINTS, [ctx.since, late], label="test", needs=["trainer_weight_checksum"]
+            )
+            want = {
+                r["when"]: ChecksumPoint(r["n"], bool(r["judged"]), bool(r["saved"])) for r in rows
+            }
+            assert got == want, ctx.since
+            compared.append(got)
+        return got
+
+    monkeypatch.setattr(RunContext, "checksum_points", property(both))
+    follower = OnlineVerifier(tmp_path / "run", select=["FT006", "FT010"])
+    synthesize(
+        tmp_path / "run",
+        dataclasses.replace(LOOKBACK, bug=bug, checkpoint_every=4),
+        after_step=lambda _: follower.poll(),
+    )
+    assert follower.poll().finished
+    assert compared
+    whens = {w for points in compared for w in points}
+    assert {"at_save", "after_load", "after_step"} <= whens
+    # a save under judgement, and polls where none was: both answers were compared
+    saved = {points["at_save"].saved for points in compared if "at_save" in points}
+    assert saved == {True, False}
+    assert any(p["after_load"].judged for p in compared if "after_load" in p)
