@@ -161,3 +161,28 @@ def test_every_synth_bug_over_merged_segments_judges_as_the_full_verification(
     tmp_path: Path, bug: str
 ) -> None:
     _rolled_agrees(tmp_path, bug)
+
+
+def test_a_writer_is_complete_exactly_when_every_event_of_it_was_loaded(
+    tmp_path: Path,
+) -> None:
+    """A window holds a trainer's segments from before ``since - 1`` for the witness
+    window's types only, and a merged one from where its steps begin: such a writer is
+    not complete (FT009 judges a rank's restore evidence only in a complete writer; a
+    follower whose window moved past a resumed incarnation's first steps reported each
+    of its ranks unrestored). Checked against the rows loaded, writer by writer."""
+    from ftaudit.verifier.session import Session
+
+    config = dataclasses.replace(LOOKBACK, checkpoint_every=4, roll_segments=3)
+    run = synthesize(tmp_path / "run", config).run_dir
+    seen = {True: 0, False: 0}
+    for since in range(2, config.steps, 3):
+        scan, scope = select(run, since)
+        with Session.open(run, scan=scan, kept=scope.kept) as session:
+            rows = session.rows("SELECT writer, count(*) AS n FROM events GROUP BY writer")
+        loaded = {r["writer"]: r["n"] for r in rows}
+        for writer, n in loaded.items():
+            whole = n == scope.last_seq[writer] + 1
+            assert scope.complete(writer) == whole, (since, writer, n)
+            seen[whole] += 1
+    assert seen[True] and seen[False]

@@ -139,6 +139,10 @@ class IncrementalScope:
     first_row: Mapping[str, int] = field(default_factory=dict)
     """Per writer whose first segment in the window is a merged one loaded from a later
     row: that row's sequence number (its earlier rows: only :data:`HEAD` ones)."""
+    partial: frozenset[str] = frozenset()
+    """The writers some of whose segments from the window's first on were read in part
+    (:attr:`kept`: a trainer's from before ``since - 1`` hold only the witness window's
+    types)."""
 
     @cached_property
     def head_only(self) -> frozenset[str]:
@@ -146,7 +150,12 @@ class IncrementalScope:
         return frozenset(p for p, k in self.kept.items() if k == HEAD_ONLY)
 
     def complete(self, writer: str) -> bool:
-        """Whether every event of ``writer`` was loaded."""
+        """Whether every event of ``writer`` was loaded: from its first segment on, each
+        read whole (a follower's window that moved past a resumed trainer's first steps
+        holds only their witness rows: its restore evidence, not loaded, was taken for
+        absent)."""
+        if writer in self.partial:
+            return False
         return self.first_row.get(writer, self.first_seq.get(writer, 1)) == 0
 
 
@@ -520,6 +529,7 @@ def select(
     kept: dict[str, Kept] = {}
     first_seq: dict[str, int] = {}
     first_row: dict[str, int] = {}
+    partial: set[str] = set()
     last_seq: dict[str, int] = {}
     for writer, files in writers.items():
         last = files[-1]
@@ -537,6 +547,8 @@ def select(
         chosen += [cache.info(f.listed) for f in files[i:]]
         cuts = _cuts(files, i, lookback, None if writer in drivers else recent)
         kept.update(cuts)
+        if cuts:
+            partial.add(writer)
         start = cuts.get(str(files[i].path))
         if start is not None and start.head_from is not None:
             froms = (start.window_from, start.whole_from)
@@ -549,7 +561,9 @@ def select(
     chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
-    window = IncrementalScope(since, lookback, first_seq, last_seq, kept, total, first_row)
+    window = IncrementalScope(
+        since, lookback, first_seq, last_seq, kept, total, first_row, frozenset(partial)
+    )
     return RunScan(listing.run_dir, tuple(chosen), listing.torn), window
 
 
