@@ -265,9 +265,6 @@ class Session:
             raise CorruptSegmentError(
                 scan.run_dir, f"segments cannot be read: {_one_line(exc)}"
             ) from None
-        finally:
-            self.con.unregister(_NEW_ROWS)
-            self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         self.scan = scan
         self._partial, self._cut = partial, None
         self._holding = held
@@ -370,8 +367,12 @@ class Session:
             raise untyped_row(untyped)
         if suspect_rows(rows, self.registry, self._rings(rows)):
             self.con.register(_NEW_ROWS, rows)
-            self.con.execute(f"CREATE TEMP TABLE {_INCOMING} AS SELECT * FROM {_NEW_ROWS}")
-            check_rows(self.con, self.registry, self.tables, _INCOMING)
+            try:
+                self.con.execute(f"CREATE TEMP TABLE {_INCOMING} AS SELECT * FROM {_NEW_ROWS}")
+                check_rows(self.con, self.registry, self.tables, _INCOMING)
+            finally:  # only where they were made: a statement a poll otherwise
+                self.con.unregister(_NEW_ROWS)
+                self.con.execute(f"DROP TABLE IF EXISTS {_INCOMING}")
         return rows
 
     def _rings(self, rows: pa.Table) -> dict[int, int]:

@@ -119,9 +119,8 @@ def keep_history(con: duckdb.DuckDBPyConnection, changed: Collection[str] | None
     poll adds step ends, rarely a start). The views stay what ``ftaudit sql`` reads."""
     stale = [n for n in KEPT if changed is None or KEPT_FROM[n].intersection(changed)]
     for name in stale:  # in order: each is made from the ones before it, made again
-        # one statement, not a DROP and a CREATE (3 ms a poll, 1 ms); the view by its
-        # full name: ``main.<name>`` is the temporary table itself while it exists
+        # one statement, not a DROP and a CREATE; the view by its full name:
+        # ``main.<name>`` is the temporary table itself while it exists
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS "
-            f"SELECT * FROM memory.main.{ident(name)}"
+            f"CREATE OR REPLACE TEMP TABLE {ident(name)} AS SELECT * FROM memory.main.{ident(name)}"
         )
