@@ -136,13 +136,10 @@ class IncrementalScope:
     row the window needs on. The other segments are read whole."""
     total_segments: int
     """How many sealed segments the run holds; ``len(scan.segments)`` were read."""
-    first_row: Mapping[str, int] = field(default_factory=dict)
-    """Per writer whose first segment in the window is a merged one loaded from a later
-    row: that row's sequence number (its earlier rows: only :data:`HEAD` ones)."""
     partial: frozenset[str] = frozenset()
     """The writers some of whose segments from the window's first on were read in part
     (:attr:`kept`: a trainer's from before ``since - 1`` hold only the witness window's
-    types)."""
+    types; a merged segment the window begins inside, only its later rows)."""
 
     @cached_property
     def head_only(self) -> frozenset[str]:
@@ -154,9 +151,7 @@ class IncrementalScope:
         read whole (a follower's window that moved past a resumed trainer's first steps
         holds only their witness rows: its restore evidence, not loaded, was taken for
         absent)."""
-        if writer in self.partial:
-            return False
-        return self.first_row.get(writer, self.first_seq.get(writer, 1)) == 0
+        return writer not in self.partial and self.first_seq.get(writer, 1) == 0
 
 
 @dataclass(frozen=True)
@@ -528,7 +523,6 @@ def select(
     chosen: list[SegmentInfo] = []
     kept: dict[str, Kept] = {}
     first_seq: dict[str, int] = {}
-    first_row: dict[str, int] = {}
     partial: set[str] = set()
     last_seq: dict[str, int] = {}
     for writer, files in writers.items():
@@ -549,10 +543,6 @@ def select(
         kept.update(cuts)
         if cuts:
             partial.add(writer)
-        start = cuts.get(str(files[i].path))
-        if start is not None and start.head_from is not None:
-            froms = (start.window_from, start.whole_from)
-            first_row[writer] = min(f for f in froms if f is not None)
     # a merged segment the window left is not cut again (unless a resume moves it back):
     # its columns are not kept, or a long follower would keep every roll's
     for path in [p for p in cache.steps if str(p) not in kept]:
@@ -561,9 +551,7 @@ def select(
     chosen = [s for s in chosen if s.path not in skip]
     chosen.sort(key=lambda s: (s.meta.writer, s.meta.first_seq))
     total = sum(len(f) for f in writers.values())
-    window = IncrementalScope(
-        since, lookback, first_seq, last_seq, kept, total, first_row, frozenset(partial)
-    )
+    window = IncrementalScope(since, lookback, first_seq, last_seq, kept, total, frozenset(partial))
     return RunScan(listing.run_dir, tuple(chosen), listing.torn), window
 
 
