@@ -248,6 +248,24 @@ def test_every_synth_bug_online_agrees_with_offline(tmp_path: Path, bug: str, ro
     assert not followed.online.passed()
 
 
+@pytest.mark.parametrize("every", [1, 3])
+@pytest.mark.parametrize("bug", ["stream_skips_after_resume", "stream_replays_after_resume"])
+def test_a_root_cause_found_live_keeps_its_later_consequences(
+    tmp_path: Path, bug: str, every: int
+) -> None:
+    """A resumed loader restarted off its checkpoint's position: the poll that judges the
+    incarnation's first step finds the shift (it holds the checkpoint's steps); later
+    polls' windows do not, yet the holes, duplicates and differing replays they show are
+    the shift's, not findings of their own. Reported live as the offline verdict reports
+    them: once, as the root cause. (The demo's ``skip_sample_after_resume`` reported
+    them apart when its follower's polls fell between steps 6 and 7.)"""
+    followed = _follow(tmp_path / "run", dataclasses.replace(SHAPE, bug=bug), every=every)
+    _check_agreement(followed)
+    resumed = followed.run.crashes[-1][1] + 1
+    last = followed.run.incarnations - 1
+    assert followed.provisional == {("FT005", resumed, last)}
+
+
 @pytest.mark.parametrize("bug", [None, "missing_sample", "allocation_lost", "head_frozen"])
 def test_a_follower_of_rolling_writers_agrees_with_offline(tmp_path: Path, bug: str | None) -> None:
     """Writers that roll every 3 flushes: a poll's window mostly begins inside a merged

@@ -105,6 +105,20 @@ BUGS: tuple[SynthBug, ...] = (
         needs_restart=True,
     ),
     SynthBug(
+        "stream_skips_after_resume",
+        "FT005",
+        "a resumed incarnation's loader restarts one batch ahead of its checkpoint's "
+        "position: a batch of samples is never trained",
+        needs_restart=True,
+    ),
+    SynthBug(
+        "stream_replays_after_resume",
+        "FT005",
+        "a resumed incarnation's loader restarts one batch behind its checkpoint's "
+        "position: the checkpoint step's batch is trained twice",
+        needs_restart=True,
+    ),
+    SynthBug(
         "head_frozen",
         "FT012",
         "a resumed incarnation's cell 0 trains with its output head frozen",

@@ -221,6 +221,10 @@ def plan(config: SynthConfig) -> _Plan:
     return _Plan(every, tuple(crashes), frozenset(retried), bug_step, discarding)
 
 
+_LOADER_SHIFT = {"stream_skips_after_resume": 1, "stream_replays_after_resume": -1}
+"""The batches a resumed incarnation's loader restarts ahead of its checkpoint's position."""
+
+
 @dataclass
 class _Incarnation:
     log: RunLog
@@ -299,7 +303,9 @@ class _Generator:
         inc.weights = dict(rows)
         if bug == "not_rolled_back" and abandoned is not None:
             inc.weights[0] = abandoned.weights[0]
-        inc.next_sample = next_sample
+        # a loader restored one batch off the checkpoint's position
+        shift = _LOADER_SHIFT.get(bug or "", 0) * self.config.samples_per_step
+        inc.next_sample = next_sample + shift
         for (c, r), writer in trainers.items():
             if bug == "no_restore_evidence" and c == 0:
                 continue  # cell 0 kept what its process held and said nothing

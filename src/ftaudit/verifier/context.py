@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ftaudit.verifier.incremental import FooterCache, IncrementalScope
 
 Fed = TypeVar("Fed", bound=SegmentFed)
+Carried = TypeVar("Carried")
 
 StepKey = tuple[int, int, int]
 """(incarnation, step, attempt): one attempt of a step in one incarnation."""
@@ -321,6 +322,16 @@ class RunContext:
         if state is None:
             state = kept[make] = make()
         state.sync(self)
+        return state
+
+    def carried(self, make: type[Carried]) -> Carried:
+        """What a rule carries from one of a follower's polls to the next (a fresh one in a
+        full verification): a root cause found at an earlier poll, whose evidence a later
+        window no longer holds, still explains the consequences that window shows."""
+        kept = self.footers.states if self.footers is not None else {}
+        state = kept.get(make)
+        if state is None:
+            state = kept[make] = make()
         return state
 
     def dataset_manifest(self, digest: str | None) -> DatasetManifest | None:

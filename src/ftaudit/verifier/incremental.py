@@ -211,7 +211,8 @@ class FooterCache:
     row for many polls, and it is parsed once."""
     states: dict[type, Any] = field(default_factory=dict)
     """The rules' states kept between polls, by class
-    (:class:`~ftaudit.verifier.segment_state.SegmentFed`: each follows the window itself)."""
+    (:class:`~ftaudit.verifier.segment_state.SegmentFed`: each follows the window itself;
+    or what a rule found and carries: :meth:`~ftaudit.verifier.context.RunContext.carried`)."""
     _listed: set[str] | None = None
     """The segments the last :meth:`keep` was given, by name (None: not called yet)."""
     manifests: dict[tuple[str, str], Any] = field(default_factory=dict)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -22,6 +22,15 @@ class _Shift:
     iteration: int
     want: int
     got: int
+
+
+@dataclass
+class _ShiftsFound:
+    """The shifted resumed streams a follower found at earlier polls, by incarnation: a
+    later window no longer holds the checkpoint's steps that show the shift, yet the
+    duplicates, holes and differing replays it shows are still the shift's."""
+
+    by_incarnation: dict[int, _Shift] = field(default_factory=dict)
 
 
 def _sample_spans(a: Allocation) -> tuple[np.ndarray, np.ndarray]:
@@ -85,9 +94,10 @@ class SampleExactlyOnce(Rule):
 
         The checkpoint's stream ends after the highest sample index its lineage committed
         up to the checkpoint iteration; the resumed incarnation's first committed step
-        should start right after it.
+        should start right after it. A follower keeps the shifts its earlier polls found
+        (:class:`_ShiftsFound`): the consequences later windows show are grouped under them.
         """
-        out = []
+        found = ctx.carried(_ShiftsFound).by_incarnation
         for inc in ctx.incarnations.values():
             c = inc.resumed_iteration
             if c is None or not ctx.new_incarnation(inc.incarnation):
@@ -108,8 +118,19 @@ class SampleExactlyOnce(Rule):
                 for a in before
             }
             if got > want or any(batch == mine for batch in earlier.values()):
-                out.append(_Shift(inc.incarnation, c, want, got))
-        return out
+                found[inc.incarnation] = _Shift(inc.incarnation, c, want, got)
+        # an incarnation that resumed from the shift's checkpoint or earlier re-ran the
+        # shifted steps: the shift is no longer in the committed history
+        return [
+            shift
+            for i, shift in sorted(found.items())
+            if not any(
+                later.incarnation > i
+                and later.resumed_iteration is not None
+                and later.resumed_iteration <= shift.iteration
+                for later in ctx.incarnations.values()
+            )
+        ]
 
     def _headlines(
         self,
