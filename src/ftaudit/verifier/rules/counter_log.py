@@ -57,6 +57,11 @@ class CounterLog(SegmentFed):
     last step end of the attempt): it must have grown by the committed steps between
     them. Which attempts are committed changes when an incarnation resumes from an
     earlier checkpoint, so the readings are all kept, and skipped while judging.
+
+    A rank can sit out longer than a follower's window reaches back (a cell down for many
+    steps, then healed): its next reading has no earlier one in the window. So each
+    rank's last reading of each counter that counted is carried past the window
+    (:attr:`_carried`) while no incarnation resumed from before it.
     """
 
     event_type = "step_applied"
@@ -68,6 +73,10 @@ class CounterLog(SegmentFed):
         self._steps: dict[TrainerRank, list[tuple[int, int, int]]] = {}
         """Per rank, the (step, incarnation, attempt) of its readings, sorted."""
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
+        self._counted: set[_Logged] = set()
+        """The readings that counted at the last :meth:`jumps`."""
+        self._carried: dict[tuple[TrainerRank, str], tuple[_Logged, _Row]] = {}
+        """Per rank and counter, its last reading that counted and left the window."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
         rows = self.fed_rows(ctx, READING_COLUMNS, segments, label="FT011 readings")
@@ -100,6 +109,7 @@ class CounterLog(SegmentFed):
             if logged:
                 self._rows[key] = logged
                 continue
+            self._carry(key, self._last(key))
             del self._rows[key]
             who, at = _who(key), _order(key)
             keys = self._at[(who, at)]
@@ -126,6 +136,8 @@ class CounterLog(SegmentFed):
                     for name, value in row.counters.items():
                         found = self._previous(who, steps, i, name, normal)
                         if found is None:
+                            found = self._before_window(ctx, who, name, steps[i])
+                        if found is None:
                             continue
                         prev_key, prev = found
                         prev_value = prev.counters[name]
@@ -142,7 +154,35 @@ class CounterLog(SegmentFed):
                                 )
                             )
         out.sort(key=_jump_order)
+        self._counted = {key for key in self._rows if _cell_of(key) in normal}
         return out
+
+    def _carry(self, key: _Logged, row: _Row) -> None:
+        """Carry a reading that leaves the window, where it counted and is the rank's
+        latest of a counter to leave it."""
+        if key not in self._counted:
+            return
+        self._counted.discard(key)
+        for name in row.counters:
+            held = self._carried.get((_who(key), name))
+            if held is None or _order(held[0]) < _order(key):
+                self._carried[(_who(key), name)] = (key, row)
+
+    def _before_window(
+        self, ctx: RunContext, who: TrainerRank, name: str, at: tuple[int, int, int]
+    ) -> tuple[_Logged, _Row] | None:
+        """The rank's carried reading of ``name`` from before ``at`` (None: none, or an
+        incarnation that resumed from before its step re-ran it: it no longer counts)."""
+        held = self._carried.get((who, name))
+        if held is None or _order(held[0]) >= at:
+            return None
+        inc, step = held[0][0], held[0][1]
+        for later in ctx.incarnations.values():
+            resumed = later.resumed_iteration
+            if later.incarnation > inc and resumed is not None and resumed < step:
+                del self._carried[(who, name)]
+                return None
+        return held
 
     def _last(self, key: _Logged) -> _Row:
         """The reading of ``key`` that counts: the last one the rank logged."""
