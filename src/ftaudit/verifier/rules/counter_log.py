@@ -74,7 +74,10 @@ class CounterLog(SegmentFed):
         """Per rank, the (step, incarnation, attempt) of its readings, sorted."""
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
         self._counted: set[_Logged] = set()
-        """The readings that counted at the last :meth:`jumps`."""
+        """The readings found to count (their attempt committed, their cell normal): once
+        found, a reading counts until an incarnation resumes from before its step."""
+        self._pending: set[_Logged] = set()
+        """The readings not found to count yet (their step not committed yet, or never)."""
         self._carried: dict[tuple[TrainerRank, str], tuple[_Logged, _Row]] = {}
         """Per rank and counter, its last reading that counted and left the window."""
 
@@ -94,6 +97,7 @@ class CounterLog(SegmentFed):
             logged = self._rows.get(key)
             if logged is None:
                 logged = self._rows[key] = []
+                self._pending.add(key)
                 who, at = _who(key), _order(key)
                 if (who, at) not in self._at:
                     insort(self._steps.setdefault(who, []), at)
@@ -154,12 +158,15 @@ class CounterLog(SegmentFed):
                                 )
                             )
         out.sort(key=_jump_order)
-        self._counted = {key for key in self._rows if _cell_of(key) in normal}
+        found = {key for key in self._pending if _cell_of(key) in normal}
+        self._counted |= found
+        self._pending -= found
         return out
 
     def _carry(self, key: _Logged, row: _Row) -> None:
         """Carry a reading that leaves the window, where it counted and is the rank's
         latest of a counter to leave it."""
+        self._pending.discard(key)
         if key not in self._counted:
             return
         self._counted.discard(key)
