@@ -77,6 +77,69 @@ def test_a_follower_judges_each_saved_loader_live_as_the_whole_log(
     assert online.final is not None and _wrong(online.final) == expected
 
 
+@pytest.mark.parametrize("since", [5, 11])
+@pytest.mark.parametrize("wrong_at", [None, 11])
+def test_a_follower_attached_late_reads_the_fold_from_the_log_once(
+    tmp_path: Path, wrong_at: int | None, since: int
+) -> None:
+    """Attached at step ``since``, after the window left step 0: the committed stream
+    before its window is read from the drivers' log at its first poll, and the saved
+    loaders from ``since`` on are judged live (before, the final verdict's)."""
+    online = OnlineVerifier(tmp_path / "run", select=["FT008"], since_step=since)
+    _run(tmp_path / "run", wrong_at, online.poll)
+    live = [v.location.step for v in online.violations if v.kind == "loader_state_wrong"]
+    assert live == ([] if wrong_at is None else [wrong_at])
+    ledger = online._cache.states[StreamLedger]
+    assert ledger.whole and ledger.folded_upto > 0
+    assert online.poll().finished and online.final is not None
+    assert _wrong(online.final) == _wrong(verify(tmp_path / "run", select=["FT008"]))
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_resume_from_before_the_fold_reads_it_from_the_log_once(
+    tmp_path: Path, wrong: bool
+) -> None:
+    """The run resumes from checkpoint 3, long after its window left it: the window moves
+    back into the ledger's fold, which is read again from the log (the abandoned steps
+    after 3 no longer count), and the loader the resumed incarnation saves with
+    checkpoint 7 is judged live."""
+    online = OnlineVerifier(tmp_path / "run", select=["FT008"])
+    folds: list[int] = []
+
+    def poll() -> None:
+        online.poll()
+        ledger = online._cache.states.get(StreamLedger)
+        if ledger is not None:
+            folds.append(ledger.folded_upto)
+
+    b = RunBuilder(tmp_path / "run", B=10, cells=1)
+    first = b.start(deterministic_order=True, dataset_size=1000)
+    for step in range(14):
+        # the abandoned stretch reads far ahead: a fold that kept it would be wrong
+        first.train(step, [PER_STEP * step + i + (100 if step > 3 else 0) for i in range(PER_STEP)])
+        if step == 3:
+            first.loader(step, "saved", PER_STEP * 4)
+            first.checkpoint(step)
+        first.flush()
+        poll()
+    first.log.close()
+    resumed = b.start(3, deterministic_order=True, dataset_size=1000)
+    for step in range(4, 10):
+        resumed.train(step, [PER_STEP * step + i for i in range(PER_STEP)])
+        if step == 7:
+            resumed.loader(step, "saved", PER_STEP * (8 if not wrong else 7))
+            resumed.checkpoint(step)
+        resumed.flush()
+        poll()
+    resumed.finish()
+    b.close()
+    live = [v.location.step for v in online.violations if v.kind == "loader_state_wrong"]
+    assert live == ([7] if wrong else [])
+    assert max(folds) > 4 and folds[-1] < max(folds)  # moved back into the fold
+    assert online.poll().finished and online.final is not None
+    assert _wrong(online.final) == live
+
+
 def test_since_step_checks_a_saved_loader_only_where_every_driver_is_loaded(
     tmp_path: Path,
 ) -> None:
@@ -109,12 +172,18 @@ def test_the_ledger_folds_the_steps_its_window_left() -> None:
     assert unordered.folded_max == 32 and unordered.high(0, 2) == 32
 
 
-def test_a_window_moved_back_into_the_fold_or_a_late_attach_ends_the_ledger() -> None:
+def test_a_window_moved_back_into_the_fold_or_a_late_attach_is_behind_the_ledger() -> None:
     moved_back = StreamLedger()
     moved_back.take(0, [_alloc(0, 0, 0)])
     moved_back.take(4, [_alloc(0, 4, 12)])
     moved_back.take(2, [_alloc(1, 3, 9)])  # a resume from a checkpoint before T
     assert not moved_back.whole
     late = StreamLedger()
+    assert late.behind(5)
     late.take(5, [_alloc(0, 6, 18)])
     assert not late.whole
+    # what a follower does: the fold before the window read from the log
+    late.refold(5, 14)
+    late.take(5, [_alloc(0, 6, 18)])
+    assert late.whole and late.high(0, 6) == 20 and not late.behind(5)
+    assert moved_back.behind(2) and not StreamLedger().behind(0)

@@ -8,9 +8,10 @@ incremental window holds the allocations from ``T`` on only, so ``ft-verify
 
 A follower of a live run has seen every allocation while it was in its window: its
 :class:`StreamLedger` keeps, per committed step, the largest position, and folds the
-steps its window has left into one running maximum. The fold cannot be undone, so a
-window that moves back into it (a resume from a checkpoint older than ``T``) ends the
-ledger, as does a follower attached after step 0: the final verification checks those.
+steps its window has left into one running maximum. The fold cannot be undone: where a
+window moves back into it (a resume from a checkpoint older than ``T``), or a follower
+attaches after step 0, the fold before the window is read from the drivers' log once
+(:func:`_fold_from_log`), as a resume rebuilds any follower state.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ def committed_high(ctx: RunContext) -> StreamHigh | None:
     ledger = None
     if ctx.following:  # fed every poll, the ones that need it not included
         ledger = ctx.footers.states.setdefault(StreamLedger, StreamLedger())
-        ledger.take(ctx.scope.lookback if ctx.scope is not None else 0, _committed(ctx))
+        lookback = ctx.scope.lookback if ctx.scope is not None else 0
+        if ledger.behind(lookback):
+            ledger.refold(lookback, _fold_from_log(ctx, lookback))
+        ledger.take(lookback, _committed(ctx))
     if ctx.drivers_complete():
         return _from_allocations(ctx)
     return ledger.high if ledger is not None and ledger.whole else None
@@ -41,6 +45,29 @@ def committed_high(ctx: RunContext) -> StreamHigh | None:
 
 def _committed(ctx: RunContext) -> list[Allocation]:
     return [a for a in ctx.allocations if a.key in ctx.committed_keys and a.num_ids]
+
+
+def _fold_from_log(ctx: RunContext, upto: int) -> int | None:
+    """The largest position the committed steps before ``upto`` consumed, from every
+    driver segment the follower listed (its whole committed history; the trainers' rows
+    are not read). None: those steps consumed none."""
+    from ftaudit.eventlog.reader import RunScan, superseded
+    from ftaudit.verifier.session import Session
+
+    assert ctx.footers is not None
+    infos = tuple(i for i in ctx.footers.infos.values() if i.meta.writer.startswith("driver."))
+    skip = superseded(infos)
+    ordered = sorted(
+        (i for i in infos if i.path not in skip), key=lambda i: (i.meta.writer, i.meta.first_seq)
+    )
+    session = Session.open(
+        ctx.session.run_dir, scan=RunScan(ctx.session.run_dir, tuple(ordered), ())
+    )
+    try:
+        before = [a for a in _committed(RunContext(session)) if a.step < upto]
+    finally:
+        session.close()
+    return max((_largest(a) for a in before), default=None)
 
 
 def _largest(a: Allocation) -> int:
@@ -77,6 +104,17 @@ class StreamLedger:
     whole: bool = True
     """Whether the ledger holds every committed step since step 0."""
     started: bool = False
+
+    def behind(self, lookback: int) -> bool:
+        """Whether a window from ``lookback`` needs steps the ledger never held (a late
+        attach) or folded (a resume from before the fold)."""
+        return lookback < self.folded_upto or (not self.started and lookback > 0)
+
+    def refold(self, lookback: int, folded_max: int | None) -> None:
+        """Start again from the fold of the committed steps before ``lookback``, read
+        from the log (:func:`_fold_from_log`)."""
+        self.steps, self.folded_upto, self.folded_max = {}, lookback, folded_max
+        self.whole = self.started = True
 
     def take(self, lookback: int, committed: list[Allocation]) -> None:
         """Take in a poll's window: its committed allocations, every one of steps
