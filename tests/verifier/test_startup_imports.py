@@ -16,6 +16,7 @@ that the first one triggers, cost about 0.1 s). Its speed is measured in
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,45 @@ def test_a_small_run_is_verified_on_one_duckdb_thread(small_run: Path) -> None:
     with Session.open(small_run) as session:
         (threads,) = session.con.execute("SELECT current_setting('threads')").fetchone()
     assert threads == 1
+
+
+def _sealed_copy(run: Path, into: Path) -> None:
+    """Hard links of the sealed files ``run`` holds now (a flush's temp files left out)."""
+    for path in run.rglob("*"):
+        if path.is_file() and not path.name.startswith("."):
+            (into / path.relative_to(run)).parent.mkdir(parents=True, exist_ok=True)
+            os.link(path, into / path.relative_to(run))
+
+
+def test_a_follower_imports_no_pandas_over_a_run_with_rolls(tmp_path: Path) -> None:
+    """A follower polled after every step of a run whose writers roll: an event type
+    whose rows all left the window is held as an empty table, which pyarrow's
+    ``Schema.empty_table`` made through pandas (0.15-0.18 s of one poll, and pandas' memory
+    for the rest of the follower's life). The run is written here (the writer's
+    conversions import pandas) and its states replayed to a follower in a process of its
+    own, one after another."""
+    config = SynthConfig(
+        steps=40, buffer_size=256, samples_per_step=64, flush_every=1, roll_segments=4, restarts=1
+    )
+    states: list[Path] = []
+
+    def after_step(step: int) -> None:
+        states.append(tmp_path / f"state{len(states):03d}")  # a resume re-runs steps
+        _sealed_copy(tmp_path / "run", states[-1])
+
+    synthesize(tmp_path / "run", config, after_step=after_step)
+    code = (
+        "import shutil, sys\n"
+        "from pathlib import Path\n"
+        "from ftaudit.verifier.online import OnlineVerifier\n"
+        f"live = Path({str(tmp_path / 'live')!r})\n"
+        "online = OnlineVerifier(live)\n"
+        "judged = []\n"
+        f"for state in {[str(p) for p in states]!r}:\n"
+        "    shutil.rmtree(live, ignore_errors=True)\n"
+        "    shutil.copytree(state, live, copy_function=shutil.copy2)\n"
+        "    judged.append(online.poll().judged)\n"
+        "assert sum(j is not None for j in judged) > 20, judged\n"
+        "assert 'pandas' not in sys.modules, 'a follower imported pandas'\n"
+    )
+    _python(code)

@@ -163,7 +163,8 @@ class WindowTables:
         """The rows of ``name`` held now."""
         pieces = self.pieces.get(name, [])
         if not pieces:
-            return self.schemas[name].empty_table()
+            # not Schema.empty_table(): it imports pandas (0.15 s, at a poll after a roll)
+            return pa.Table.from_batches([], schema=self.schemas[name])
         return pa.concat_tables([p.rows for p in pieces])
 
     def _register(self, name: str) -> None:
