@@ -33,7 +33,7 @@ def committed_high(ctx: RunContext) -> StreamHigh | None:
     (None: neither; the saved loaders are checked by a full verification)."""
     ledger = None
     if ctx.following:  # fed every poll, the ones that need it not included
-        ledger = ctx.footers.states.setdefault(StreamLedger, StreamLedger())
+        ledger = ctx.carried(StreamLedger)
         lookback = ctx.scope.lookback if ctx.scope is not None else 0
         if ledger.behind(lookback):
             ledger.refold(lookback, _fold_from_log(ctx, lookback))
