@@ -11,6 +11,7 @@ checkpoints are saved, and the follower needs what it folded from earlier polls.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,18 @@ def _run(root: Path, wrong_at: int | None, poll: object = None) -> None:
     b.close()
 
 
+def _polling(online: OnlineVerifier, folds: list[int]) -> Callable[[], None]:
+    """A poll of ``online`` that appends where its ledger's fold ends, once it has one."""
+
+    def poll() -> None:
+        online.poll()
+        ledger = online._cache.states.get(StreamLedger)
+        if ledger is not None:
+            folds.append(ledger.folded_upto)
+
+    return poll
+
+
 def _wrong(report: Report) -> list[int | None]:
     return [
         v.location.step
@@ -60,14 +73,7 @@ def test_a_follower_judges_each_saved_loader_live_as_the_whole_log(
 ) -> None:
     online = OnlineVerifier(tmp_path / "run", select=["FT008"])
     lookbacks: list[int] = []
-
-    def poll() -> None:
-        online.poll()
-        ledger = online._cache.states.get(StreamLedger)
-        if ledger is not None:
-            lookbacks.append(ledger.folded_upto)
-
-    _run(tmp_path / "run", wrong_at, poll)
+    _run(tmp_path / "run", wrong_at, _polling(online, lookbacks))
     live = [v.location.step for v in online.violations if v.kind == "loader_state_wrong"]
     expected = [] if wrong_at is None else [wrong_at]
     assert live == expected, [v.message for v in online.violations]
@@ -105,13 +111,7 @@ def test_a_resume_from_before_the_fold_reads_it_from_the_log_once(
     checkpoint 7 is judged live."""
     online = OnlineVerifier(tmp_path / "run", select=["FT008"])
     folds: list[int] = []
-
-    def poll() -> None:
-        online.poll()
-        ledger = online._cache.states.get(StreamLedger)
-        if ledger is not None:
-            folds.append(ledger.folded_upto)
-
+    poll = _polling(online, folds)
     b = RunBuilder(tmp_path / "run", B=10, cells=1)
     first = b.start(deterministic_order=True, dataset_size=1000)
     for step in range(14):
