@@ -400,6 +400,17 @@ class RunContext:
         first = 0 if inc.resumed_iteration is None else inc.resumed_iteration + 1
         return first >= self.since
 
+    def rerun_after(self, incarnation: int, step: int) -> bool:
+        """Whether an incarnation after ``incarnation`` resumed from a checkpoint before
+        ``step``: it ran the step again, so ``incarnation``'s run of it is no longer in the
+        committed history (what a follower carried about it no longer holds)."""
+        return any(
+            later.incarnation > incarnation
+            and later.resumed_iteration is not None
+            and later.resumed_iteration < step
+            for later in self.incarnations.values()
+        )
+
     @property
     def scan(self) -> RunScan:
         return self.session.scan

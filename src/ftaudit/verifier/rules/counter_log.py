@@ -183,12 +183,9 @@ class CounterLog(SegmentFed):
         held = self._carried.get((who, name))
         if held is None or _order(held[0]) >= at:
             return None
-        inc, step = held[0][0], held[0][1]
-        for later in ctx.incarnations.values():
-            resumed = later.resumed_iteration
-            if later.incarnation > inc and resumed is not None and resumed < step:
-                del self._carried[(who, name)]
-                return None
+        if ctx.rerun_after(held[0][0], held[0][1]):
+            del self._carried[(who, name)]
+            return None
         return held
 
     def _last(self, key: _Logged) -> _Row:

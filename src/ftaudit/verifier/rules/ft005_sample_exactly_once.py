@@ -119,17 +119,11 @@ class SampleExactlyOnce(Rule):
             }
             if got > want or any(batch == mine for batch in earlier.values()):
                 found[inc.incarnation] = _Shift(inc.incarnation, c, want, got)
-        # an incarnation that resumed from the shift's checkpoint or earlier re-ran the
-        # shifted steps: the shift is no longer in the committed history
+        # a later resume from the shift's checkpoint or earlier re-ran the shifted steps
         return [
             shift
             for i, shift in sorted(found.items())
-            if not any(
-                later.incarnation > i
-                and later.resumed_iteration is not None
-                and later.resumed_iteration <= shift.iteration
-                for later in ctx.incarnations.values()
-            )
+            if not ctx.rerun_after(i, shift.iteration + 1)
         ]
 
     def _headlines(
