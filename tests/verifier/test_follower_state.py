@@ -25,9 +25,13 @@ from ftaudit.eventlog.shapes import is_runs
 from ftaudit.eventlog.type_tables import RunTables
 from ftaudit.synth import synthesize
 from ftaudit.verifier import session as session_module
-from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.checksum_digests import ChecksumDigests
+from ftaudit.verifier.context import AllocationLog, RunContext
+from ftaudit.verifier.heads import CheckpointHeads
 from ftaudit.verifier.incremental import HEAD_ONLY, WINDOW_ONLY, FooterCache, Kept, select
+from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.rules.counter_log import CounterLog
+from ftaudit.verifier.segment_state import NamedBySegment, SegmentFed
 from ftaudit.verifier.session import Session
 from ftaudit.verifier.validation import ALIGNED, RING_IDS, check_rows, suspect_rows
 from tests.support.corrupt import FORGED_RUNS, ID_SETS, forge_digest, load_segment
@@ -604,3 +608,57 @@ def test_a_moved_window_keeps_history_tables_equal_to_its_views(tmp_path: Path) 
     synthesize(tmp_path / "run", config, after_step=poll)
     follower.close()
     assert len(moved) > 10
+
+
+def _held(state: SegmentFed) -> object:
+    """What a rule state holds of the window's rows, in a form two states built apart
+    compare by (a reading carried past the window is not the window's)."""
+    if isinstance(state, NamedBySegment):
+        return dict(state.named), {s: dict(c) for s, c in state.of_segment.items()}
+    if isinstance(state, CounterLog):
+        rows = {k: sorted(rows, key=lambda r: r.seq) for k, rows in state._rows.items()}
+        return rows, state._steps
+    if isinstance(state, AllocationLog):
+        return state.allocations()
+    if isinstance(state, CheckpointHeads):
+        return state.heads
+    if isinstance(state, ChecksumDigests):
+        return state.points_of(0, ())
+    raise AssertionError(f"{type(state).__name__}: a rule state this test does not compare")
+
+
+@pytest.mark.parametrize("restarts", [0, 2])
+def test_a_kept_rule_state_trimmed_as_its_cut_moves_holds_the_windows_rows(
+    tmp_path: Path, restarts: int
+) -> None:
+    """Writers roll every 3 flushes, so a poll's window mostly begins inside a merged
+    segment, a little later at each poll. A follower's rule states forget the rows before
+    the new cut (``trim``) instead of taking the segment in again: after every poll each
+    holds what a state built from the poll's window holds (resumes move cuts back)."""
+    config = dataclasses.replace(LOOKBACK, restarts=restarts, roll_segments=3, flush_every=1)
+    online = OnlineVerifier(tmp_path / "run")
+    compared, forward = 0, 0
+    cuts: dict[type, dict[str, int | None]] = {}
+
+    def after_step(step: int) -> None:
+        nonlocal compared, forward
+        online.poll()
+        session = online._session
+        if session is None:
+            return
+        for make, state in online._cache.states.items():
+            if not isinstance(state, SegmentFed):
+                continue  # carried across polls, not made of the window's rows
+            fresh = make()
+            fresh.sync(RunContext(session))
+            assert _held(state) == _held(fresh), (step, make.__name__)
+            was = cuts.get(make, {})
+            forward += sum(
+                1 for p, s in state.cut.items() if s is not None and (was.get(p) or 0) < s
+            )
+            cuts[make] = dict(state.cut)
+            compared += 1
+
+    synthesize(tmp_path / "run", config, after_step=after_step)
+    assert compared > 100
+    assert forward > 20  # the trims this test is about happened

@@ -233,6 +233,12 @@ class AllocationLog(SegmentFed):
     def drop(self, segment: str) -> None:
         self._by_segment.pop(segment, None)
 
+    def trim(self, segment: str, seq: int) -> bool:
+        rows = self._by_segment.get(segment)
+        if rows is not None:  # a driver's allocations: one or two a step
+            self._by_segment[segment] = [a for a in rows if a.seq >= seq]
+        return True
+
     def allocations(self) -> list[Allocation]:
         """The allocations, each logged one once (its first sequence number, writer and
         segment), by incarnation, then writer and sequence number."""

@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator, Mapping
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.segment_state import NamedBySegment
 
-_COLUMNS = ("incarnation", "step", "cell", "instance")
+_COLUMNS = ("seq", "incarnation", "step", "cell", "instance")
 
 Seen = tuple[int | None, int | None, int | None, str | None]
 """(incarnation, step, cell, instance) of a snapshot row."""
@@ -38,7 +38,7 @@ class SnapshotInstances(NamedBySegment[Seen]):
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
         for r in self.fed_rows(ctx, _COLUMNS, segments, label="witness instances seen"):
             key = (r["incarnation"], r["step"], r["cell"], r["instance"])
-            if self.name(r["segment"], key):
+            if self.name(r["segment"], r["seq"], key):
                 self.steps.setdefault((key[0], key[2], key[3]), set()).add(key[1])
 
     def forget(self, key: Seen) -> None:

@@ -32,10 +32,17 @@ class _Clears(NamedBySegment[StepKey]):
     """A column that must be true for a row to count (None: every row counts)."""
 
     def add(self, ctx: RunContext, segments: Collection[str] | None) -> None:
-        columns = ("incarnation", "step", self.attempt, *([self.only_if] if self.only_if else []))
+        columns = (
+            "seq",
+            "incarnation",
+            "step",
+            self.attempt,
+            *([self.only_if] if self.only_if else []),
+        )
         for r in self.fed_rows(ctx, columns, segments, label="FT003 clears of segments"):
             if self.only_if is None or r[self.only_if] is True:
-                self.name(r["segment"], (r["incarnation"], r["step"], r[self.attempt]))
+                key = (r["incarnation"], r["step"], r[self.attempt])
+                self.name(r["segment"], r["seq"], key)
 
 
 KEEPERS: tuple[type[_Clears], ...] = tuple(

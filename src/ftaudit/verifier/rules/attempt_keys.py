@@ -24,7 +24,7 @@ EVIDENCE_TYPES = (
 )
 """Trainer events that exist only because the trainer was given ids for an attempt."""
 
-_COLUMNS = ("incarnation", "step", "attempt", "source_kind")
+_COLUMNS = ("seq", "incarnation", "step", "attempt", "source_kind")
 
 Attempt = tuple[int | None, int, int]
 """(incarnation, step, attempt) as a trainer row names it."""
@@ -37,7 +37,7 @@ class AttemptKeys(NamedBySegment[Attempt]):
         for r in self.fed_rows(ctx, _COLUMNS, segments, label="FT009 attempt keys"):
             if r["source_kind"] != "trainer" or r["step"] is None or r["attempt"] is None:
                 continue
-            self.name(r["segment"], (r["incarnation"], r["step"], r["attempt"]))
+            self.name(r["segment"], r["seq"], (r["incarnation"], r["step"], r["attempt"]))
 
 
 KEEPERS: tuple[type[AttemptKeys], ...] = tuple(
@@ -59,6 +59,6 @@ def may_be_unallocated(ctx: RunContext) -> bool:
             if key not in allocated and key[1] >= ctx.since:
                 return True
         for segment in new & state.of_segment.keys():
-            if not state.of_segment[segment] <= allocated:
+            if not state.of_segment[segment].keys() <= allocated:
                 return True
     return False

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ftaudit.verifier.context import CommittedStep, RunContext
 from ftaudit.verifier.rules.rank_rows import RankRow, TrainerRank
-from ftaudit.verifier.segment_state import SegmentFed
+from ftaudit.verifier.segment_state import InSeqOrder, SegmentFed
 
 READING_COLUMNS = (
     "incarnation",
@@ -69,7 +69,7 @@ class CounterLog(SegmentFed):
     def __init__(self) -> None:
         super().__init__()
         self._rows: dict[_Logged, list[_Row]] = {}
-        self._by_segment: dict[str, list[_Logged]] = {}
+        self._by_segment: InSeqOrder[_Logged] = InSeqOrder()
         self._steps: dict[TrainerRank, list[tuple[int, int, int]]] = {}
         """Per rank, the (step, incarnation, attempt) of its readings, sorted."""
         self._at: dict[tuple[TrainerRank, tuple[int, int, int]], list[_Logged]] = {}
@@ -104,21 +104,33 @@ class CounterLog(SegmentFed):
                 self._at.setdefault((who, at), []).append(key)
             items = r["counters"].items() if isinstance(r["counters"], dict) else r["counters"]
             logged.append(_Row(r["seq"], r["segment"], dict(items or ())))
-            self._by_segment.setdefault(r["segment"], []).append(key)
+            self._by_segment.add(r["segment"], r["seq"], key)
 
     def drop(self, segment: str) -> None:
+        self._forget(segment, self._by_segment.take(segment), None)
+
+    def trim(self, segment: str, seq: int) -> bool:
+        self._forget(segment, self._by_segment.take(segment, seq), seq)
+        return True
+
+    def _forget(self, segment: str, keys: list[_Logged], below: int | None) -> None:
+        """Forget ``segment``'s rows of ``keys`` (before ``below``; None: all of them)."""
         # a key once: a rank may log an attempt twice in one segment (a step applied twice)
-        for key in dict.fromkeys(self._by_segment.pop(segment, ())):
-            logged = [row for row in self._rows[key] if row.segment != segment]
+        for key in dict.fromkeys(keys):
+            logged = [
+                row
+                for row in self._rows[key]
+                if row.segment != segment or (below is not None and row.seq >= below)
+            ]
             if logged:
                 self._rows[key] = logged
                 continue
             self._carry(key, self._last(key))
             del self._rows[key]
             who, at = _who(key), _order(key)
-            keys = self._at[(who, at)]
-            keys.remove(key)
-            if not keys:
+            same = self._at[(who, at)]
+            same.remove(key)
+            if not same:
                 del self._at[(who, at)]
                 steps = self._steps[who]
                 del steps[bisect_left(steps, at)]
