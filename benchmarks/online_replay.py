@@ -70,6 +70,29 @@ def write(args: argparse.Namespace, root: Path, points: list[int]) -> dict[int, 
     return steps
 
 
+_RUN_OPTIONS = ("steps", "cells", "buffer_size", "samples_per_step", "flush_every", "every")
+
+
+def kept_copies(args: argparse.Namespace, root: Path, points: list[int]) -> dict[int, list[int]]:
+    """The copies :func:`write` makes, read back from ``root`` where an earlier call with
+    the same run options kept them there (``copies.json``), else written there."""
+    record = root / "copies.json"
+    options = {name: getattr(args, name) for name in _RUN_OPTIONS}
+    if record.exists():
+        kept = json.loads(record.read_text())
+        steps = {int(p): s for p, s in kept["steps"].items()}
+        if kept["options"] != options:
+            raise SystemExit(f"{record}: copies of another run ({kept['options']})")
+        wanted = {p: [p + i * args.every for i in range(args.polls + 1)] for p in points}
+        if any(not set(w) <= set(steps.get(p, ())) for p, w in wanted.items()):
+            raise SystemExit(f"{record}: holds copies at attach points {sorted(steps)} only")
+        return wanted
+    root.mkdir(parents=True, exist_ok=True)
+    steps = write(args, root, points)
+    record.write_text(json.dumps({"options": options, "steps": steps}))
+    return steps
+
+
 def publish(copy: Path, live: Path) -> None:
     """Make ``live`` hold exactly the files of ``copy`` (links; the others removed)."""
     want = set()
@@ -142,13 +165,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="src folder of an ftaudit to compare")
     parser.add_argument("--out", type=Path, help="write online_replay.json here")
+    parser.add_argument(
+        "--copies",
+        type=Path,
+        help="keep the run's copies here, or replay those kept by an earlier call with the "
+        "same run options (writing 100,000 steps takes 20-25 minutes)",
+    )
     args = parser.parse_args()
     points = [int(a) for a in args.attach.split(",")]
     if max(points) + args.polls * args.every >= args.steps:
         parser.error("--steps must leave --polls polls after each --attach")
     with tempfile.TemporaryDirectory(prefix="online-replay-") as tmp:
-        root = Path(tmp)
-        steps = write(args, root, points)
+        root = args.copies if args.copies is not None else Path(tmp)
+        steps = kept_copies(args, root, points)
         versions: dict[str, Path | None] = {"current": None}
         if args.baseline is not None:
             versions = {"baseline": args.baseline, **versions}
@@ -184,6 +213,16 @@ def main() -> None:
     print(
         "median of rounds, per judged step: "
         + ", ".join(f"step {k}: {v:.1f} ms" for k, v in per_step.items())
+    )
+    # the mean counts the polls at a writer's roll (about 0.75 s each, every 1,280 steps
+    # at this shape): what a follower costs over a long stretch, where the median does not
+    means = {
+        (p, n): statistics.median(statistics.mean(r[p][n]["cpu_s"]) for r in rounds)
+        for p, n in columns
+    }
+    print(
+        "mean poll (rolls included), median of rounds, per judged step: "
+        + ", ".join(f"step {p}/{n}: {m / args.every * 1000:.1f} ms" for (p, n), m in means.items())
     )
     for p in points:
         if args.baseline is not None:
