@@ -5,6 +5,7 @@ of new segments are checked before they join the window."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ftaudit.eventlog.rundir import SegmentFile, SegmentListing, list_segments
 from ftaudit.eventlog.shapes import is_runs
 from ftaudit.eventlog.type_tables import RunTables
 from ftaudit.synth import synthesize
+from ftaudit.verifier import incremental
 from ftaudit.verifier import session as session_module
 from ftaudit.verifier.checksum_digests import ChecksumDigests
 from ftaudit.verifier.context import AllocationLog, RunContext
@@ -662,3 +664,39 @@ def test_a_kept_rule_state_trimmed_as_its_cut_moves_holds_the_windows_rows(
     synthesize(tmp_path / "run", config, after_step=after_step)
     assert compared > 100
     assert forward > 20  # the trims this test is about happened
+
+
+def test_a_follower_keeps_the_footers_of_its_window_not_of_the_runs_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long follower's checked footers follow its window: those of segments the window
+    left are let go (at step 99,000 of a 16-cell run they held 340,000 parsed parts of
+    merged segments, which Python's cycle collector walked at each full pass), and none
+    is read twice, a roll's (which moves every later segment's position) included."""
+    reads: Counter[Path] = Counter()
+    real = incremental.checked_footer
+
+    def counted(listed: SegmentFile, *args: Any, **kwargs: Any) -> Any:
+        reads[listed.path] += 1
+        return real(listed, *args, **kwargs)
+
+    monkeypatch.setattr(incremental, "checked_footer", counted)
+    config = dataclasses.replace(
+        LOOKBACK, steps=90, restarts=0, retries=0, roll_segments=3, flush_every=1
+    )
+    online = OnlineVerifier(tmp_path / "run")
+    held: list[tuple[int, int]] = []  # (footers held, segments listed) after each poll
+
+    def after_step(step: int) -> None:
+        if online.poll().judged is not None:
+            listed = len(list_segments(tmp_path / "run").files)
+            held.append((len(online._cache.infos), listed))
+
+    synthesize(tmp_path / "run", config, after_step=after_step)
+    assert len(held) > 60
+    late = held[len(held) // 2 :]
+    assert max(h for h, _ in late) <= max(h for h, _ in held[: len(held) // 2])  # flat
+    assert all(h < listed for h, listed in late)
+    assert sum(listed for _, listed in late) > 2 * sum(h for h, _ in late)
+    twice = [p.name for p, n in reads.items() if n > 1]
+    assert not twice, twice

@@ -3,10 +3,10 @@
 A long-lived :class:`OnlineVerifier` follows one run directory (``ft-verify --follow``,
 or a driver or side process calling :meth:`OnlineVerifier.poll` as steps commit). Each
 poll lists the run, reads the footers of the segments sealed since the last poll (a
-:class:`~ftaudit.verifier.incremental.FooterCache` keeps the others), and judges the
-steps that settled since, with the incremental verification of ``ft-verify --since-step``
-(:mod:`ftaudit.verifier.incremental`): the same rules, the same messages, only the
-segments those steps need.
+:class:`~ftaudit.verifier.incremental.FooterCache` keeps those its window still needs),
+and judges the steps that settled since, with the incremental verification of ``ft-verify
+--since-step`` (:mod:`ftaudit.verifier.incremental`): the same rules, the same messages,
+only the segments those steps need.
 
 **Settled.** A writer's steps only grow, so once a writer has sealed an event at step
 ``S`` every event it will log at steps ``< S`` is on disk. Step ``K`` of the newest
@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ftaudit.eventlog.arrays import string_scalar
+from ftaudit.eventlog.arrays import int64_scalar, string_scalar
 from ftaudit.eventlog.reader import RunScan, SegmentInfo, superseded
 from ftaudit.eventlog.registry import default_registry
 from ftaudit.eventlog.rundir import ListedBefore, SegmentListing, list_segments, relisting
@@ -203,7 +203,7 @@ def _step_ends(path: Path, start: int) -> dict[int, frozenset[tuple[int, int]]]:
     table = _rows_of(path, "step_end", ["step", _STEP_END_CELLS])
     # a driver's roll merges 1,280 steps' ends: those judged already, made Python objects,
     # cost that poll 0.2 s
-    table = table.filter(pc.greater_equal(table["step"], start))
+    table = table.filter(pc.greater_equal(table["step"], int64_scalar(start)))
     out: dict[int, frozenset[tuple[int, int]]] = {}
     for step, cells in zip(
         table["step"].to_pylist(), table[_STEP_END_CELLS].to_pylist(), strict=True
@@ -240,6 +240,8 @@ class OnlineVerifier:
     _listed: ListedBefore = field(default_factory=ListedBefore)
     """The segment files of the last listing (the next one reuses them)."""
     _seen: set[tuple[object, ...]] = field(default_factory=set)
+    _taken: set[Path] = field(default_factory=set)
+    """The segments of the last listing, which the frontier has taken in."""
     _progress: _Frontier = field(default_factory=_Frontier)
     _session: Session | None = None
     """The window of the run the last poll judged, kept loaded for the next poll."""
@@ -271,8 +273,10 @@ class OnlineVerifier:
         self._cache.keep(listing)
         if not listing.writers:
             return Poll(None, (), None)
+        taken = self._taken
+        self._taken = {f.path for f in listing.files}
         for listed in listing.files:
-            if listed.path not in self._cache.infos:
+            if listed.path not in taken:
                 info = self._cache.info(listed)
                 self._progress.add(info, self._cache.max_step(info.path))
         frontier = self._progress
@@ -290,8 +294,7 @@ class OnlineVerifier:
         if frontier.incarnation != self._incarnation:
             self._incarnation, self._started = frontier.incarnation, False
         if not self._started:  # until its start is sealed: its trainers' may come first
-            infos = [self._cache.info(f) for f in listing.files]
-            self._started, resumed = _start_of(infos, frontier.incarnation)
+            self._started, resumed = _start_of(listing, self._cache, frontier.incarnation)
             if resumed is not None:
                 # a resumed incarnation re-runs the steps after its checkpoint: judge them
                 # again; the ones up to it, not judged yet, are settled
@@ -315,7 +318,7 @@ class OnlineVerifier:
 
     @property
     def segments_seen(self) -> int:
-        """How many segments the follower keeps footers of: at most those the last poll
+        """How many segments the follower keeps something of: at most those the last poll
         listed (the originals a roll removed are forgotten)."""
         return len(self._cache.paths)
 
@@ -350,6 +353,7 @@ class OnlineVerifier:
         report = check_session(
             session, rules, window, None, self.data_manifests, NO_ANCHORS, self._cache
         )
+        self._cache.release()  # the footers of segments before the window
         return report, read
 
     def _window(self, scan: RunScan, kept: Mapping[str, Kept]) -> tuple[Session, int]:
@@ -388,23 +392,28 @@ class OnlineVerifier:
         return out
 
 
-def _start_of(infos: list[SegmentInfo], incarnation: int) -> tuple[bool, int | None]:
+def _start_of(
+    listing: SegmentListing, cache: FooterCache, incarnation: int
+) -> tuple[bool, int | None]:
     """Whether the incarnation's start is sealed, and the checkpoint iteration it resumed
     from (None: a fresh start, or its start not sealed yet)."""
     started = False
-    for info in infos:
-        meta = info.meta
-        if meta.incarnation != incarnation or not meta.writer.startswith(_DRIVER_PREFIX):
+    for writer, files in listing.writers.items():
+        if not writer.startswith(_DRIVER_PREFIX):
             continue
-        if "run_started" not in meta.types:
-            continue
-        started = True
-        if _RESUMED_FROM not in info.schema.names:
-            continue
-        table = _rows_of(info.path, "run_started", [_RESUMED_FROM])
-        for ref in table[_RESUMED_FROM].to_pylist():
-            if ref is not None:
-                return True, int(ref["iteration"])
+        for listed in files:
+            info = cache.info(listed)
+            if info.meta.incarnation != incarnation:
+                break  # a writer is one process of one incarnation: an older one's
+            if "run_started" not in info.meta.types:
+                continue
+            started = True
+            if _RESUMED_FROM not in info.schema.names:
+                continue
+            table = _rows_of(info.path, "run_started", [_RESUMED_FROM])
+            for ref in table[_RESUMED_FROM].to_pylist():
+                if ref is not None:
+                    return True, int(ref["iteration"])
     return started, None
 
 

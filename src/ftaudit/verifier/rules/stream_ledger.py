@@ -54,8 +54,14 @@ def _fold_from_log(ctx: RunContext, upto: int) -> int | None:
     from ftaudit.eventlog.reader import RunScan, superseded
     from ftaudit.verifier.session import Session
 
-    assert ctx.footers is not None
-    infos = tuple(i for i in ctx.footers.infos.values() if i.meta.writer.startswith("driver."))
+    footers = ctx.footers
+    assert footers is not None and footers.listing is not None
+    infos = tuple(
+        footers.info(f)
+        for writer, files in footers.listing.writers.items()
+        if writer.startswith("driver.")
+        for f in files
+    )
     skip = superseded(infos)
     ordered = sorted(
         (i for i in infos if i.path not in skip), key=lambda i: (i.meta.writer, i.meta.first_seq)
