@@ -19,9 +19,16 @@ this shared machine only such pairs judge a change. Every version judges the sam
 of the same run, and polls ``--polls`` times; the late point's cost per poll over the
 early one's says whether a poll's cost stays flat as the run grows.
 
+Flatness needs whole roll periods: a writer rolls every 1,280 steps at this shape, and
+for about 180 steps after a roll a poll's window begins inside the merged segment. Eight
+polls at step 99,000, five of them after a roll, once read 2.18x step 1,000's; 130 polls
+at each point, 1.04-1.10x for the same code. Writing 100,000 steps takes 20-25 minutes:
+``--copies DIR`` keeps the copies, and a later call with the same run options replays them.
+
 Run: ``.venv/bin/python benchmarks/online_replay.py [--steps 330 --cells 16 --buffer-size
 1048576 --samples-per-step 4096] [--attach 200 --polls 12] [--rounds 3] [--baseline SRC]
-[--out DIR]``
+[--out DIR] [--copies DIR]``; to step 100,000: ``--steps 100400 --attach 1000,99000
+--polls 130``.
 """
 
 from __future__ import annotations
