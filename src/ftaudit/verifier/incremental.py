@@ -206,9 +206,9 @@ class FooterCache:
     checks: FooterChecks = field(default_factory=FooterChecks)
     """Schemas shared by the cached footers, and the column checks already done."""
     declared: dict[str, _Declaring] = field(default_factory=dict)
+    """Per writer, its segments that declare (:meth:`declaring`), as far as looked at."""
     declares: dict[Path, bool] = field(default_factory=dict)
     """Whether a segment's footer lists a declaration (:meth:`_declares`), by path."""
-    """Per writer, its segments that declare (:meth:`declaring`), as far as looked at."""
     parsed: dict[str, dict[int, Any]] = field(default_factory=dict)
     """What the rules made of a sealed segment's rows, by path (as the rows name it) and
     sequence number (the committed steps' cells:
