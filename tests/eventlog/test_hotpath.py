@@ -203,6 +203,11 @@ def test_no_collection_runs_inside_add(model: type, values: tuple) -> None:
     def seen(phase: str, info: dict) -> None:
         collections.append(phase)
 
+    # what the process's collector was doing is not this test's: a collector left
+    # disabled by an earlier test in the same worker ran no collection "after" (it failed
+    # once in the suite, never alone)
+    enabled = gc.isenabled()
+    gc.enable()
     gc.collect()
     gc.callbacks.append(seen)
     thresholds = gc.get_threshold()
@@ -212,11 +217,15 @@ def test_no_collection_runs_inside_add(model: type, values: tuple) -> None:
         during = len(collections)
         [object()]  # a new list: the collection that waited runs now
         after = len(collections)
+        left_enabled = gc.isenabled()
     finally:
         gc.set_threshold(*thresholds)
         gc.callbacks.remove(seen)
+        if not enabled:
+            gc.disable()
     assert added and out[-3:] == [0, 0, context]
-    assert during == 0 and after > 0
+    assert left_enabled, "add left the collector disabled"
+    assert during == 0 and after > 0, (enabled, during, after)
 
 
 run_lists = st.lists(
