@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ftaudit.verifier.rules.ft009_restore_evidence as ft009
+from ftaudit.errors import SegmentVanishedError
 from ftaudit.eventlog import scan_run
 from ftaudit.eventlog.load import new_columns, unified_schema
 from ftaudit.eventlog.reader import RunScan
@@ -264,6 +265,34 @@ def test_a_root_cause_found_live_keeps_its_later_consequences(
     resumed = followed.run.crashes[-1][1] + 1
     last = followed.run.incarnations - 1
     assert followed.provisional == {("FT005", resumed, last)}
+
+
+def test_a_poll_listed_again_takes_in_every_new_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new segment that vanished while a poll read it (a writer's roll) makes the poll
+    list the run again. The new segments it had not taken in by then are taken in by the
+    second listing: a driver's step ends left out held every later step back."""
+    config = dataclasses.replace(SMALL, restarts=0, retries=0)
+    whole = _follow(tmp_path / "whole", config)
+    real = FooterCache.info
+    ends: set[Path] = set()  # the segments of step ends read so far
+    vanished: list[Path] = []
+
+    def info(cache: FooterCache, listed: Any) -> Any:
+        found = real(cache, listed)
+        if "step_end" in found.meta.types and listed.path not in ends:
+            if len(ends) == 4 and not vanished:  # mid-run, once: the next listing reads it
+                vanished.append(listed.path)
+                raise SegmentVanishedError(listed.path, "removed by a roll")
+            ends.add(listed.path)
+        return found
+
+    monkeypatch.setattr(FooterCache, "info", info)
+    faulted = _follow(tmp_path / "faulted", config)
+    assert vanished
+    assert faulted.steps_judged == whole.steps_judged
+    _check_agreement(faulted)
 
 
 @pytest.mark.parametrize("bug", [None, "missing_sample", "allocation_lost", "head_frozen"])

@@ -241,7 +241,7 @@ class OnlineVerifier:
     """The segment files of the last listing (the next one reuses them)."""
     _seen: set[tuple[object, ...]] = field(default_factory=set)
     _taken: set[Path] = field(default_factory=set)
-    """The segments of the last listing, which the frontier has taken in."""
+    """The listed segments the frontier has taken in."""
     _progress: _Frontier = field(default_factory=_Frontier)
     _session: Session | None = None
     """The window of the run the last poll judged, kept loaded for the next poll."""
@@ -274,11 +274,12 @@ class OnlineVerifier:
         if not listing.writers:
             return Poll(None, (), None)
         taken = self._taken
-        self._taken = {f.path for f in listing.files}
         for listed in listing.files:
             if listed.path not in taken:
-                info = self._cache.info(listed)
+                info = self._cache.info(listed)  # may raise: vanished, the poll lists again
                 self._progress.add(info, self._cache.max_step(info.path))
+                taken.add(listed.path)  # only once taken in, or a re-listed poll skips it
+        taken.intersection_update(f.path for f in listing.files)
         frontier = self._progress
         if frontier.finished:
             self.close()
