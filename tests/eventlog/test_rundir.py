@@ -12,7 +12,13 @@ import pytest
 
 from ftaudit.errors import CorruptSegmentError, UnusableInputError
 from ftaudit.eventlog import ResumeIndex, is_run, list_segments, scan_run
-from ftaudit.eventlog.rundir import EVENTS_DIR, SegmentFile, covered, segment_path
+from ftaudit.eventlog.rundir import (
+    EVENTS_DIR,
+    ListedBefore,
+    SegmentFile,
+    covered,
+    segment_path,
+)
 from ftaudit.synth import synthesize
 from ftaudit.verifier.incremental import select
 from tests.support.synth_runs import small_synth
@@ -156,6 +162,79 @@ def test_a_listing_that_reuses_the_last_one_lists_what_a_fresh_one_does(
     os.symlink(segments[-2], last)
     with pytest.raises(CorruptSegmentError, match="symbolic link"):
         list_segments(run, before=before)
+
+
+def _touch(folder: Path, name: str) -> None:
+    (folder / name).write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda w: _touch(w, "900000000000.parquet"), id="a-new-flush"),
+        pytest.param(
+            lambda w: (_touch(w, "900000000000.parquet"), _touch(w, "900000000002.parquet")),
+            id="two-new-flushes",
+        ),
+        pytest.param(lambda w: _touch(w, ".900000000000.parquet.1.tmp"), id="a-temp-file"),
+        pytest.param(lambda w: _touch(w, "000000000000.parquet"), id="a-name-before-the-last"),
+        pytest.param(
+            lambda w: _touch(w, "800000000000-900000000000.parquet"), id="a-merged-segment"
+        ),
+        pytest.param(
+            lambda w: (
+                _touch(w, "800000000000-900000000000.parquet"),
+                _touch(w, "900000000000.parquet"),
+            ),
+            id="a-flush-a-merged-one-reaches",
+        ),
+        pytest.param(lambda w: next(w.iterdir()).unlink(), id="a-removed-file"),
+    ],
+)
+def test_a_listing_grown_from_the_last_one_lists_what_a_fresh_one_does(
+    tiny_run: Path, tmp_path: Path, change
+) -> None:
+    """Listed again after each change (and after it again with a later flush of a merged
+    range's reach), a reused listing equals a fresh one: files, held ones, torn ones."""
+    run = _copy(tiny_run, tmp_path / "run")
+    before = ListedBefore()
+    list_segments(run, before=before)
+    writer = run / EVENTS_DIR / sorted(os.listdir(run / EVENTS_DIR))[0]
+    change(writer)
+    assert list_segments(run, before=before) == list_segments(run)
+    _touch(writer, "850000000000.parquet")  # inside a merged range when there is one
+    _touch(writer, "950000000000.parquet")
+    assert list_segments(run, before=before) == list_segments(run)
+    assert list_segments(run, before=before) == list_segments(run)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda w, last: os.symlink(last, w / "900000000000.parquet"), "symbolic link"),
+        (lambda w, last: _touch(w, "900000000000.txt"), "unexpected file"),
+        (lambda w, last: _touch(w, "9000.parquet"), "12-digit"),
+        (lambda w, last: (w / "900000000000.parquet").mkdir(), "not a regular file"),
+        (lambda w, last: (last.unlink(), os.symlink(w / "x", last)), "symbolic link"),
+    ],
+)
+def test_a_listing_grown_from_the_last_one_refuses_what_a_fresh_one_does(
+    tiny_run: Path, tmp_path: Path, damage, message: str
+) -> None:
+    """A new entry that is not a plain segment file, or a listed file turned into a link
+    while new flushes came, is refused by a reused listing as by a fresh one."""
+    run = _copy(tiny_run, tmp_path / "run")
+    before = ListedBefore()
+    list_segments(run, before=before)
+    writer = run / EVENTS_DIR / sorted(os.listdir(run / EVENTS_DIR))[0]
+    _touch(writer, "800000000000.parquet")
+    damage(writer, sorted(writer.iterdir())[0])
+    errors = []
+    for listing in (lambda: list_segments(run, before=before), lambda: list_segments(run)):
+        with pytest.raises((CorruptSegmentError, UnusableInputError), match=message) as err:
+            listing()
+        errors.append(str(err.value))
+    assert errors[0] == errors[1]
 
 
 @pytest.mark.parametrize("seed", range(30))
