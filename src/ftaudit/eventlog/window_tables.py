@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
-from ftaudit.eventlog.arrays import conform, int64_scalar, string_array, string_scalar
+from ftaudit.eventlog.arrays import conform, int64_array, string_array
 from ftaudit.eventlog.sql import ident
 from ftaudit.eventlog.type_tables import FILENAME, RunTables, stored, table_of, type_fields
 
@@ -49,10 +50,15 @@ class _Piece:
 
         paths = self.rows[FILENAME]
         gone = pc.is_in(paths, value_set=string_array(sorted(whole & self.segments)))
-        for path, seq in below.items():
-            if path in self.segments:
-                early = pc.less(self.rows["seq"], int64_scalar(seq))
-                gone = pc.or_(gone, pc.and_(pc.equal(paths, string_scalar(path)), early))
+        cut = sorted(self.segments.intersection(below))
+        if cut:
+            # each row's cut (NULL: its segment is not cut) against its seq, in one pass
+            # for every cut segment: after a roll each writer's merged segment is cut
+            at = pc.index_in(paths, value_set=string_array(cut))
+            bound = pc.take(int64_array(np.array([below[p] for p in cut])), at)
+            early = pc.less(self.rows["seq"], bound)
+            # NULL (not cut) as false, with no Python value: converting one imports pandas
+            gone = pc.or_(gone, pc.and_kleene(early, pc.is_valid(early)))
         return _Piece.of(self.rows.filter(pc.invert(gone)))
 
 

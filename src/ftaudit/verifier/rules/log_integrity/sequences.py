@@ -30,9 +30,6 @@ def sequence_gaps(
         previous: SegmentInfo | None = None
         for info in infos:
             first, last = info.meta.first_seq, info.meta.last_seq
-            where = Location(
-                incarnation=info.meta.incarnation, writer=writer, segment=str(info.path)
-            )
             if first > expected:
                 after = f" after {previous.path.name}" if previous else " at its start"
                 why = "a segment was deleted or never written"
@@ -48,9 +45,9 @@ def sequence_gaps(
                         f"hole in writer {writer}: events {expected}..{first - 1} are "
                         f"missing{after} ({why})",
                         kind="hole",
-                        location=where,
                         ids=list(range(expected, min(first, expected + 200))),
                         id_count=first - expected,
+                        location=_at(writer, info),
                     )
                 )
             elif first < expected:
@@ -60,12 +57,18 @@ def sequence_gaps(
                         f"seq {first}..{last}, but {first}..{expected - 1} were already in "
                         f"{previous.path.name if previous else 'an earlier segment'}",
                         kind="duplicate_events",
-                        location=where,
+                        location=_at(writer, info),
                     )
                 )
             expected = max(expected, last + 1)
             previous = info
     return out
+
+
+def _at(writer: str, info: SegmentInfo) -> Location:
+    """Where a finding about ``info`` points (made only for a finding: a window checks
+    hundreds of segments at every poll)."""
+    return Location(incarnation=info.meta.incarnation, writer=writer, segment=str(info.path))
 
 
 def torn_flushes(rule: Rule, torn: tuple[Path, ...]) -> list[Violation]:
