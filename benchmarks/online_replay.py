@@ -11,9 +11,12 @@ gained segments and a roll removed some), and times each poll's CPU (``process_t
 the follower's threads, DuckDB's included; nothing else runs in the process).
 
 With ``--baseline SRC`` (the ``src`` folder of another ftaudit, e.g. from ``git
-archive``) each round replays the same copies once with each version, alternating: on
-this shared machine only such pairs judge a change. Every version judges the same steps
-(a poll that judged nothing fails the run).
+archive``) each round runs both versions side by side, in lockstep: a follower process
+each, one poll of each in turn at every copy (the first to poll alternating). On this
+shared machine only such pairs judge a change: whole replays one after the other moved
+10% apart from one minute to the next, so the report gives the median of the paired
+polls' ratios too. Every version judges the same steps (a poll that judged nothing fails
+the run).
 
 ``--attach`` takes several steps (``200,9800``): a follower attaches at each, on copies
 of the same run, and polls ``--polls`` times; the late point's cost per poll over the
@@ -117,46 +120,90 @@ def publish(copy: Path, live: Path) -> None:
                 os.unlink(live / rel / name)
 
 
-def replay(root: Path, steps: list[int], since: int) -> dict[str, object]:
-    """One follower over the copies (run in a child process by :func:`main`)."""
+def serve(root: Path, live: Path, since: int) -> None:
+    """One follower over the copies, in a child process (:class:`_Follower`): each line
+    on stdin names a copy's step; the first attaches, each later one is published to
+    ``live`` and polled, its CPU written back as a line of JSON."""
     import time
 
-    import ftaudit
     from ftaudit.verifier.online import OnlineVerifier
 
-    live = root / "live"
     shutil.rmtree(live, ignore_errors=True)
-    publish(root / f"at{steps[0]:08d}", live)
-    follower = OnlineVerifier(live, since_step=since)
-    follower.poll()  # attaching: the window loaded from the log
-    cpus, judged = [], 0
-    for step in steps[1:]:
-        publish(root / f"at{step:08d}", live)
+    follower = None
+    for line in sys.stdin:
+        publish(root / f"at{int(line):08d}", live)
+        if follower is None:
+            follower = OnlineVerifier(live, since_step=since)
+            follower.poll()  # attaching: the window loaded from the log
+            print(json.dumps({}), flush=True)
+            continue
         started = time.process_time()
         poll = follower.poll()
-        cpus.append(time.process_time() - started)
+        cpu = time.process_time() - started
         if poll.judged is None:
-            raise SystemExit(f"the poll at step {step} judged nothing")
-        judged += poll.judged[1] - poll.judged[0] + 1
-    follower.close()
-    return {"ftaudit": ftaudit.__file__, "cpu_s": cpus, "judged_steps": judged}
+            raise SystemExit(f"the poll at step {int(line)} judged nothing")
+        print(json.dumps({"cpu_s": cpu, "judged": poll.judged}), flush=True)
+    if follower is not None:
+        follower.close()
+    shutil.rmtree(live, ignore_errors=True)
 
 
-def _child(src: Path | None, root: Path, steps: list[int], since: int) -> dict[str, object]:
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(src.resolve()), env.get("PYTHONPATH", "")) if p
+class _Follower:
+    """A child process following copies with one version of ftaudit (:func:`serve`)."""
+
+    def __init__(self, src: Path | None, root: Path, name: str, since: int) -> None:
+        env = dict(os.environ)
+        if src is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(src.resolve()), env.get("PYTHONPATH", "")) if p
+            )
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); from online_replay import serve; "
+            "from pathlib import Path; "
+            "serve(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))"
         )
-    code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); from online_replay import replay; "
-        "from pathlib import Path; "
-        "print(json.dumps(replay(Path(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4]))))"
-    )
-    here = str(Path(__file__).parent)
-    args = [sys.executable, "-c", code, here, str(root), json.dumps(steps), str(since)]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.splitlines()[-1])
+        here = str(Path(__file__).parent)
+        live = root / f"live-{name}"
+        args = [sys.executable, "-c", code, here, str(root), str(live), str(since)]
+        self.process = subprocess.Popen(
+            args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.cpus: list[float] = []
+        self.judged = 0
+
+    def step(self, step: int) -> None:
+        """Publish the copy at ``step`` and poll (the first: attach); wait for it."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{step}\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the follower stopped at step {step} (rc {self.process.wait()})")
+        done = json.loads(line)
+        if "cpu_s" in done:
+            self.cpus.append(done["cpu_s"])
+            self.judged += done["judged"][1] - done["judged"][0] + 1
+
+    def close(self) -> dict[str, object]:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        if self.process.wait() != 0:
+            raise SystemExit(f"a follower failed (rc {self.process.returncode})")
+        return {"cpu_s": self.cpus, "judged_steps": self.judged}
+
+
+def lockstep(
+    versions: dict[str, Path | None], root: Path, steps: list[int], since: int
+) -> dict[str, dict[str, object]]:
+    """Every version follows the same copies at once, one poll each in turn (the first
+    to poll alternating): a slow minute of the machine slows both alike, where whole
+    replays one after the other moved 10% apart from one to the next."""
+    followers = {name: _Follower(src, root, name, since) for name, src in versions.items()}
+    order = list(followers.values())
+    for i, step in enumerate(steps):
+        for follower in order if i % 2 == 0 else order[::-1]:
+            follower.step(step)
+    return {name: f.close() for name, f in followers.items()}
 
 
 def main() -> None:
@@ -192,13 +239,7 @@ def main() -> None:
         rounds: list[dict[int, dict[str, dict[str, object]]]] = []
         for _ in range(args.rounds):
             rounds.append(
-                {
-                    p: {
-                        name: _child(src, root, steps[p], max(0, p - args.every))
-                        for name, src in versions.items()
-                    }
-                    for p in points
-                }
+                {p: lockstep(versions, root, steps[p], max(0, p - args.every)) for p in points}
             )
     print(
         f"# online_replay: {args.steps} steps x {args.cells} cells, B={args.buffer_size:,}, "
@@ -234,7 +275,17 @@ def main() -> None:
     for p in points:
         if args.baseline is not None:
             ratio = medians[(p, "current")] / medians[(p, "baseline")]
-            print(f"step {p:,}: current / baseline {ratio:.2f}x")
+            # the polls side by side: each of the current version's over the baseline's
+            # at the same copy, in the same minute
+            paired = statistics.median(
+                c / b
+                for r in rounds
+                for c, b in zip(r[p]["current"]["cpu_s"], r[p]["baseline"]["cpu_s"], strict=True)
+            )
+            print(
+                f"step {p:,}: current / baseline {ratio:.2f}x "
+                f"(median of the paired polls' ratios: {paired:.3f}x)"
+            )
     if len(points) > 1:
         for n in versions:
             late = medians[(points[-1], n)] / medians[(points[0], n)]

@@ -58,10 +58,11 @@ def _viewed(con: duckdb.DuckDBPyConnection, tables: RunTables) -> dict[str, list
     return out
 
 
-def _drops(whole: list[SegmentInfo], cut: SegmentInfo | None, below: int) -> pa.Table:
-    """Every row of the ``whole`` segments, and of ``cut`` those before ``below``."""
+def _drops(whole: list[SegmentInfo], cuts: list[tuple[SegmentInfo, int]]) -> pa.Table:
+    """Every row of the ``whole`` segments, and of each cut segment those before its
+    sequence number."""
     listed = [(t, str(i.path), None) for i in whole for t in i.meta.types]
-    listed += [(t, str(cut.path), below) for t in cut.meta.types] if cut is not None else []
+    listed += [(t, str(cut.path), below) for cut, below in cuts for t in cut.meta.types]
     types, paths, belows = zip(*listed, strict=True) if listed else ((), (), ())
     return pa.table(
         [pa.array(types, pa.string()), pa.array(paths, pa.string()), pa.array(belows, pa.int64())],
@@ -72,8 +73,8 @@ def _drops(whole: list[SegmentInfo], cut: SegmentInfo | None, below: int) -> pa.
 def test_moves_held_in_arrow_leave_the_rows_duckdbs_tables_would(
     run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A window moved along the run two segments at a time (and one segment cut inside
-    at every third move) reads, after each move, what DuckDB's tables read after the same
+    """A window moved along the run two segments at a time (one or two segments cut
+    inside at every third move) reads, after each move, what DuckDB's tables read after the same
     ``DELETE`` and ``INSERT``: pieces dropped whole, filtered and joined alike."""
     monkeypatch.setattr(window_tables, "PIECES", 3)  # joined often, on this small run
     scan = scan_run(run)
@@ -104,9 +105,11 @@ def test_moves_held_in_arrow_leave_the_rows_duckdbs_tables_would(
         )
         gone = segments[oldest : oldest + 2]
         oldest += 2
-        cut = segments[oldest] if moves % 3 == 0 and segments[oldest].num_rows > 1 else None
-        below = (cut.meta.first_seq + cut.meta.last_seq) // 2 + 1 if cut is not None else 0
-        drops = _drops(gone, cut, below)
+        # every third move cuts the oldest segment left inside, every sixth the two
+        # oldest (after a roll each writer's merged segment is cut at once)
+        cut = [] if moves % 3 else segments[oldest : oldest + 1 + (moves % 6 == 0)]
+        cuts = [(c, (c.meta.first_seq + c.meta.last_seq) // 2 + 1) for c in cut if c.num_rows > 1]
+        drops = _drops(gone, cuts)
         delete_below(sql, drops)
         _insert(sql, sql_tables, rows)
         names = sorted(set(rows["type"].to_pylist()))
