@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ftaudit.synth import synthesize
-from ftaudit.verifier.checksum_digests import ChecksumPoint
+from ftaudit.verifier.checksum_digests import ChecksumDigests, ChecksumPoint
 from ftaudit.verifier.context import RunContext
 from ftaudit.verifier.online import OnlineVerifier
 from tests.support.synth_runs import LOOKBACK
@@ -59,3 +59,56 @@ def test_a_followers_checksum_points_are_the_querys_at_every_poll(
     assert {"at_save", "after_load", "after_step"} <= whens
     assert any(p["at_save"].saved for p in compared if "at_save" in p)
     assert any(p["after_load"].judged for p in compared if "after_load" in p)
+
+
+ALIKE = """
+    SELECT count(*) AS points,
+           coalesce(bool_and(alike) FILTER (
+               "when" <> 'after_heal' AND (step IS NULL OR step >= $1)), true) AS alike
+    FROM (SELECT "when", step, count(DISTINCT hashes) = 1 AS alike
+          FROM trainer_weight_checksum
+          GROUP BY incarnation, step, attempt, "when", coalesce(source_role, ''), rank)"""
+"""How many points, and whether each from step ``$1`` on holds one set of hashes (DuckDB
+compares the maps themselves)."""
+
+
+@pytest.mark.parametrize("bug", [None, "checksum_mismatch", "scheduler_not_restored"])
+def test_a_followers_digests_tell_alike_points_as_the_maps_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bug: str | None
+) -> None:
+    """The digests a follower makes of the hashes it decoded (no query) find the points
+    alike exactly where the hashes themselves are, at every poll."""
+    compared: list[bool] = []
+    kept = ChecksumDigests.all_alike
+
+    def both(digests: ChecksumDigests, since: int) -> bool:
+        got = kept(digests, since)
+        compared.append(got)
+        return got
+
+    checked = RunContext.checksum_points.func
+
+    def check(ctx: RunContext) -> dict[str, ChecksumPoint]:
+        if ctx.following:
+            digests = ctx.kept(ChecksumDigests)
+            want = ctx.rows(ALIKE, [ctx.since], label="test")[0]
+            assert (digests.points, digests.all_alike(ctx.since)) == (
+                want["points"],
+                want["alike"],
+            )
+        return checked(ctx)
+
+    monkeypatch.setattr(ChecksumDigests, "all_alike", both)
+    monkeypatch.setattr(RunContext, "checksum_points", property(check))
+    follower = OnlineVerifier(tmp_path / "run", select=["FT006"])
+    synthesize(
+        tmp_path / "run",
+        dataclasses.replace(LOOKBACK, bug=bug, checkpoint_every=4),
+        after_step=lambda _: follower.poll(),
+    )
+    assert follower.poll().finished
+    assert compared
+    if bug is None:
+        assert all(compared)
+    if bug == "checksum_mismatch":  # a replica holds other weights: a point differs
+        assert not all(compared)

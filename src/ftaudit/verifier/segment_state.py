@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Collection, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from ftaudit.eventlog.sql import ident
+
 if TYPE_CHECKING:
     from ftaudit.verifier.context import RunContext
 
@@ -78,7 +80,7 @@ class SegmentFed(ABC):
         them where it did (:meth:`added_rows`), else asked of DuckDB (:meth:`rows`)."""
         rows = self.added_rows(ctx, columns, segments)
         if rows is None:
-            query = f"SELECT {', '.join(columns)}, segment FROM {self.event_type}"
+            query = f"SELECT {', '.join(map(ident, columns))}, segment FROM {self.event_type}"
             rows = self.rows(ctx, query, segments, label=label)
         return rows
 
