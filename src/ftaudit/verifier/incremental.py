@@ -429,9 +429,9 @@ class _File:
 
 
 class _Files(Sequence[_File]):
-    """One writer's listed segments as :class:`_File`, each made when first asked for: a
-    selection looks at a window's suffix of them, and making all (1,700 at step 99,000)
-    cost a poll 1.5 ms."""
+    """One writer's listed segments as :class:`_File`, each made as the selection asks for
+    it: the selection walks a window's suffix of them, and making all of them (1,700 at
+    step 99,000) cost a poll 1.5 ms."""
 
     def __init__(self, listed: Sequence[SegmentFile], cache: FooterCache) -> None:
         self._listed = listed
