@@ -25,6 +25,17 @@ POINTS = """
 """The query a follower's poll asked before (the late segments as ``$2``)."""
 
 
+def _follow(run: Path, bug: str | None, select: list[str]) -> None:
+    """Follow a synth run with ``bug`` as it is written, a poll a step, to its end."""
+    follower = OnlineVerifier(run, select=select)
+    synthesize(
+        run,
+        dataclasses.replace(LOOKBACK, bug=bug, checkpoint_every=4),
+        after_step=lambda _: follower.poll(),
+    )
+    assert follower.poll().finished
+
+
 @pytest.mark.parametrize("bug", [None, "checkpoint_late", "not_rolled_back", "checksum_mismatch"])
 def test_a_followers_checksum_points_are_the_querys_at_every_poll(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bug: str | None
@@ -47,13 +58,7 @@ def test_a_followers_checksum_points_are_the_querys_at_every_poll(
         return got
 
     monkeypatch.setattr(RunContext, "checksum_points", property(both))
-    follower = OnlineVerifier(tmp_path / "run", select=["FT006", "FT010"])
-    synthesize(
-        tmp_path / "run",
-        dataclasses.replace(LOOKBACK, bug=bug, checkpoint_every=4),
-        after_step=lambda _: follower.poll(),
-    )
-    assert follower.poll().finished
+    _follow(tmp_path / "run", bug, ["FT006", "FT010"])
     assert compared
     whens = {w for points in compared for w in points}
     assert {"at_save", "after_load", "after_step"} <= whens
@@ -100,13 +105,7 @@ def test_a_followers_digests_tell_alike_points_as_the_maps_do(
 
     monkeypatch.setattr(ChecksumDigests, "all_alike", both)
     monkeypatch.setattr(RunContext, "checksum_points", property(check))
-    follower = OnlineVerifier(tmp_path / "run", select=["FT006"])
-    synthesize(
-        tmp_path / "run",
-        dataclasses.replace(LOOKBACK, bug=bug, checkpoint_every=4),
-        after_step=lambda _: follower.poll(),
-    )
-    assert follower.poll().finished
+    _follow(tmp_path / "run", bug, ["FT006"])
     assert compared
     if bug is None:
         assert all(compared)
