@@ -1,6 +1,6 @@
 """A torchrun DDP job whose data comes from a ``DistributedSampler(shuffle=True)``.
 
-Usage (2 processes, gloo): ``torchrun --nproc-per-node 2 --max-restarts 1
+Usage (2 processes, gloo): ``torchrun --nproc-per-node 2 --max-restarts 3
 sampler_child.py RUN_DIR BUG``. In incarnation 0 rank 1 is SIGKILLed inside step
 ``KILL_STEP`` (a :class:`FaultSchedule` fault, logged before it fires); torchrun restarts
 both processes and :class:`DistributedRun` resumes the next incarnation from the latest

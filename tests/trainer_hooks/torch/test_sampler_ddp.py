@@ -1,6 +1,6 @@
 """torchrun, 2 gloo processes, DDP fed by ``DistributedSampler(shuffle=True)``: FT008 end to end.
 
-One torchrun launch (``--max-restarts 1``) of ``sampler_child.py`` per scenario, the three
+One torchrun launch (one planned restart) of ``sampler_child.py`` per scenario, the three
 started together: rank 1 is SIGKILLed inside step 7 of incarnation 0 (checkpoints after
 steps 2 and 5), torchrun restarts both processes and ``DistributedRun`` resumes
 incarnation 1 from checkpoint 5. Restoring the sampler's epoch and the
@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from ftaudit.eventlog import FaultInjected, read_records
+from tests.support.torchrun import ROOT, command, environment, finished_after_restart
 
 # the three launches share the first test's setup: a loaded machine (load 30 seen) needs time
 pytestmark = [pytest.mark.slow, pytest.mark.torch, pytest.mark.timeout(1200)]
 
 CHILD = Path(__file__).with_name("sampler_child.py")
-ROOT = Path(__file__).parents[3]
 STEPS, PER_STEP = 8, 6  # 2 ranks x 3 samples
 VERIFY = "from ftaudit.cli.verify_cmd import main; main()"
 BUGS = ("none", "epoch", "seed")
@@ -42,19 +42,8 @@ class Launched:
 
 
 def _start(run_dir: Path, bug: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-        "OMP_NUM_THREADS": "1",
-        "PYTHONWARNINGS": "ignore::UserWarning",  # torchdata's set_vital deprecation
-        # workers sharing the agent's TCPStore can read the previous round's gloo
-        # addresses after a restart and hang or fail to connect (pytorch#135712, #167288)
-        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
-    }
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "--max-restarts", "1", str(CHILD), str(run_dir), bug,
-    ]  # fmt: skip
+    cmd = command(CHILD, str(run_dir), bug, nproc=2, restarts=1)
+    env = environment(PYTHONWARNINGS="ignore::UserWarning")  # torchdata's set_vital deprecation
     # output to a file (three launches at once would fill pipes nobody reads yet); a
     # session of its own, so a launch past the deadline is killed with its workers
     with log.open("wb") as out:
@@ -85,7 +74,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Launched]:
 def _restarted(launch: Launched) -> Path:
     """The launch's run, after checking that torchrun restarted it after the SIGKILL."""
     assert launch.returncode == 0, launch.output[-4000:]
-    assert "incarnation 1 restart 1 done" in launch.output, launch.output[-4000:]
+    assert finished_after_restart(launch.output, "rank 0", 1), launch.output[-4000:]
     kills = [r for r in read_records(launch.run_dir) if isinstance(r.event, FaultInjected)]
     assert [(r.envelope.incarnation, r.event.step, r.event.mode) for r in kills] == [
         (0, 7, "sigkill")

@@ -18,6 +18,7 @@ import pytest
 import ftaudit
 from ftaudit.eventlog import FaultInjected, RunStarted, read_records
 from ftaudit.verifier import verify
+from tests.support.torchrun import finished_after_restart
 from tests.support.torchrun import torchrun as launch
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -28,14 +29,14 @@ STRATEGIES = ["ddp", "fsdp", "ddp_dcp"]
 def torchrun(strategy: str, *jobs: tuple[Path, str], procs: int = 2) -> str:
     """One launch running ``jobs`` (run directory, bugs) in turn, one restart per job."""
     args = (arg for run_dir, bugs in jobs for arg in (str(run_dir), bugs))
-    return launch(CHILD, strategy, *args, nproc=procs, max_restarts=len(jobs))
+    return launch(CHILD, strategy, *args, nproc=procs, restarts=len(jobs))
 
 
 @pytest.mark.parametrize("strategy", [*STRATEGIES, "fsdp_full"])
 def test_sigkill_and_restart_verifies(tmp_path: Path, strategy: str) -> None:
     run_dir = tmp_path / "run"
     output = torchrun(strategy, (run_dir, "none"))
-    assert "run incarnation 1 restart 1 done" in output, output[-4000:]
+    assert finished_after_restart(output, "run", 1), output[-4000:]
     records = read_records(run_dir)
     kills = [r for r in records if isinstance(r.event, FaultInjected)]
     assert [(r.envelope.incarnation, r.event.step, r.event.mode) for r in kills] == [
@@ -91,8 +92,8 @@ def test_hsdp_four_processes(tmp_path: Path) -> None:
     FT005. Global rank g is replica g // 2, shard g % 2 (``init_device_mesh``'s order)."""
     clean, bad = tmp_path / "clean", tmp_path / "bad"
     output = torchrun("hsdp", (clean, "none"), (bad, "stale_restore,skip_batch"), procs=4)
-    assert "clean incarnation 1 restart 1 done" in output, output[-4000:]
-    assert "bad incarnation 1 restart 2 done" in output, output[-4000:]
+    assert finished_after_restart(output, "clean", 1), output[-4000:]
+    assert finished_after_restart(output, "bad", 2), output[-4000:]
     for run_dir in (clean, bad):
         records = read_records(run_dir)
         starts = [r for r in records if isinstance(r.event, RunStarted)]

@@ -1,7 +1,7 @@
 """A plain torchrun DDP training (gloo, CPU) on :class:`DistributedRun`, one defect per ``--bug``.
 
 Run by ``test_torchrun_evidence.py`` as
-``python -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 1
+``python -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 3
 torchrun_evidence.py RUN_DIR [--bug NAME]``.
 
 Every rank is a full DDP replica, so its own cell (rank 0 within it). ``DistributedRun``
