@@ -15,7 +15,7 @@ from), ``skip_batch`` (the resumed data stream starts one batch late); ``none`` 
 correct twin.
 
 Several (RUN_DIR, BUGS) jobs run one after the other in one launch (one torchrun restart
-each, so ``--max-restarts`` = the number of jobs): a job whose directory holds the
+each, so ``--max-restarts`` at least the number of jobs): a job whose directory holds the
 ``done`` marker is skipped, so after the restart that killed job ``k`` the processes
 finish job ``k`` and go on to job ``k + 1``.
 """
