@@ -14,13 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tests.support.torchrun import ROOT, command, environment
+from tests.support.torchrun import ROOT, STORE_NOT_MADE, command, environment
 
 TIMEOUT_S = 900
 
 
 @dataclass(frozen=True)
 class Launch:
+    script: Path
+    args: tuple[str, ...]
     proc: subprocess.Popen[bytes]
     log: Path
     out: IO[bytes]
@@ -42,21 +44,29 @@ def torchrun(script: Path, *args: str, log: Path) -> Launch:
     proc = subprocess.Popen(
         command(script, *args, nproc=2), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT
     )
-    return Launch(proc, log, out)
+    return Launch(script, args, proc, log, out)
 
 
 def wait_all(*launches: Launch) -> list[Done]:
-    """Wait for every launch; one that hangs past the timeout is killed (and fails)."""
+    """Wait for every launch; one that hangs past the timeout is killed (and fails). A
+    launch whose store could not be made (nothing of the script ran) is made again, once."""
     done = []
     for launch in launches:
-        try:
-            launch.proc.wait(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            launch.proc.kill()
-            launch.proc.wait()
-        launch.out.close()
-        done.append(Done(launch.proc.returncode, launch.log.read_text(errors="replace")))
+        ended = _wait(launch)
+        if ended.returncode != 0 and STORE_NOT_MADE in ended.output:
+            ended = _wait(torchrun(launch.script, *launch.args, log=launch.log))
+        done.append(ended)
     return done
+
+
+def _wait(launch: Launch) -> Done:
+    try:
+        launch.proc.wait(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        launch.proc.kill()
+        launch.proc.wait()
+    launch.out.close()
+    return Done(launch.proc.returncode, launch.log.read_text(errors="replace"))
 
 
 @dataclass(frozen=True)
