@@ -1,6 +1,6 @@
 """One rank of a 2-process megatron-core run over gloo (driven by the tests beside it).
 
-Usage: mcore_child.py SCENARIO RANK PORT OUT_DIR [WORLD]
+Usage: mcore_child.py SCENARIO RANK STORE_FILE OUT_DIR [WORLD]
 
 - ``dp``: DP=2 with the DistributedOptimizer (in a ChainedOptimizer): trained rows, a
   witness straddling the shard boundary, stale clearing everywhere, refusals, a
@@ -743,11 +743,9 @@ SCENARIOS: dict[str, Callable[[int, Path], dict[str, Any]]] = {
 
 
 def main() -> None:
-    scenario, rank, port, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+    scenario, rank, store, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
-    )
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     facts = SCENARIOS[scenario](rank, out_dir)
     (out_dir / f"{scenario}_rank{rank}.json").write_text(json.dumps(facts))
     dist.barrier()

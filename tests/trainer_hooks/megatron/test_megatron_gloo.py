@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,25 +24,20 @@ ROOT = Path(__file__).parents[3]
 Facts = list[dict[str, Any]]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _spawn(scenario: str, out_dir: Path, world: int = 2) -> Facts:
     """Run ``scenario`` on ``world`` gloo ranks; their facts, rank by rank.
 
     Generous waits: 4 processes importing megatron on 2 loaded cores take minutes.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    # a file rendezvous: a port found free and let go can be taken before rank 0 binds it
+    store = out_dir / f"{scenario}.store"
     # this checkout's src first: the editable install may point at another checkout
     pythonpath = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(CHILD), scenario, str(rank), str(port), str(out_dir), str(world)],
+            [sys.executable, str(CHILD), scenario, str(rank), str(store), str(out_dir), str(world)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

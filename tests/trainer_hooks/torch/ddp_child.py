@@ -1,6 +1,7 @@
 """One rank of a 2-process gloo DDP step with witnesses (driven by test_ddp.py).
 
-Usage: ddp_child.py RUN_DIR RANK PORT ALLOCATION_JSON OUT_FILE
+Usage: ddp_child.py RUN_DIR RANK STORE_FILE ALLOCATION_JSON OUT_FILE
+STORE_FILE is the ranks' rendezvous (a file, new to both: no port to race for).
 ALLOCATION_JSON holds the global batch's witness ids and the stale ids; this rank trains
 its half of the batch, then saves its witness rows to OUT_FILE.
 """
@@ -41,11 +42,9 @@ def main(run_dir: str, rank: int, allocation: dict, out: str) -> None:
 
 
 if __name__ == "__main__":
-    rank, port = int(sys.argv[2]), int(sys.argv[3])
+    rank, store = int(sys.argv[2]), sys.argv[3]
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
-    )
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
     main(sys.argv[1], rank, json.loads(sys.argv[4]), sys.argv[5])
     gc.collect()  # free the DDP model (it holds the group) first: see examples/torchrun_ddp.py
     dist.destroy_process_group()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +19,12 @@ CHILD = Path(__file__).with_name("ddp_child.py")
 ROOT = Path(__file__).parents[3]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_rank_ddp_rows_are_equal_and_global(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     driver = DriverSession.start(run_dir, buffer_size=40)
     driver.allocate(0, 0, range(4))  # an earlier allocation, so ids do not start at 0
     info = driver.allocate(0, 1, range(4, 12))
     allocation = {"buffer_size": 40, "witness_ids": info.witness_ids, "stale_ids": info.stale_ids}
-    port = _free_port()
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
@@ -45,7 +37,7 @@ def test_two_rank_ddp_rows_are_equal_and_global(tmp_path: Path) -> None:
                 str(CHILD),
                 str(run_dir),
                 str(rank),
-                str(port),
+                str(tmp_path / "store"),  # a file rendezvous: no port to race for
                 json.dumps(allocation),
                 str(tmp_path / f"rows{rank}.pt"),
             ],
