@@ -16,6 +16,7 @@ from ftaudit.eventlog.rundir import (
     EVENTS_DIR,
     ListedBefore,
     SegmentFile,
+    SegmentListing,
     covered,
     segment_path,
 )
@@ -198,14 +199,55 @@ def test_a_listing_grown_from_the_last_one_lists_what_a_fresh_one_does(
     range's reach), a reused listing equals a fresh one: files, held ones, torn ones."""
     run = _copy(tiny_run, tmp_path / "run")
     before = ListedBefore()
-    list_segments(run, before=before)
+    first = list_segments(run, before=before)
     writer = run / EVENTS_DIR / sorted(os.listdir(run / EVENTS_DIR))[0]
     change(writer)
-    assert list_segments(run, before=before) == list_segments(run)
+    again = list_segments(run, before=before)
+    assert again == list_segments(run)
+    _assert_added_since(again, first)
     _touch(writer, "850000000000.parquet")  # inside a merged range when there is one
     _touch(writer, "950000000000.parquet")
     assert list_segments(run, before=before) == list_segments(run)
     assert list_segments(run, before=before) == list_segments(run)
+
+
+def _assert_added_since(listing: SegmentListing, before: SegmentListing) -> None:
+    """``added_since`` gives exactly the new segments where nothing listed before went
+    and each writer's new ones come after its old ones; None otherwise."""
+    old, new = set(before.files), set(listing.files)
+    grew = all(
+        files[: len(before.writers.get(w, ()))] == before.writers.get(w, ())
+        for w, files in listing.writers.items()
+    )
+    if old <= new and grew and before.writers.keys() <= listing.writers.keys():
+        added = listing.added_since(before)
+        assert added is not None and set(added) == new - old
+        assert list(added) == [f for f in listing.files if f not in old]  # in listing order
+    else:
+        assert listing.added_since(before) is None
+
+
+def test_added_since_grown_and_changed_listings(tiny_run: Path, tmp_path: Path) -> None:
+    """A listing grown by flushes gives its new segments, a same one none; one that lost a
+    file or a writer folder gives None (the cases of the test above check the rest)."""
+    run = _copy(tiny_run, tmp_path / "run")
+    first = list_segments(run)
+    assert first.added_since(first) == ()
+    writers = sorted((run / EVENTS_DIR).iterdir())
+    _touch(writers[0], "900000000000.parquet")
+    _touch(writers[-1], "900000000001.parquet")
+    grown = list_segments(run)
+    added = grown.added_since(first)
+    assert added is not None
+    assert [(f.writer, f.path.name) for f in added] == [
+        (writers[0].name, "900000000000.parquet"),
+        (writers[-1].name, "900000000001.parquet"),
+    ]
+    assert first.added_since(grown) is None  # it lost the two
+    (writers[0] / "900000000000.parquet").unlink()
+    assert list_segments(run).added_since(grown) is None
+    shutil.rmtree(writers[-1])
+    assert list_segments(run).added_since(first) is None
 
 
 @pytest.mark.parametrize(

@@ -129,6 +129,25 @@ class SegmentListing:
     def __len__(self) -> int:
         return sum(len(f) for f in self.writers.values())
 
+    def added_since(self, before: SegmentListing) -> tuple[SegmentFile, ...] | None:
+        """The segments listed here after those of ``before``, when this listing only grew
+        from it: each writer of ``before`` still lists its segments, in order, and perhaps
+        more after them. None where one changed otherwise (a roll merged some, a file or a
+        writer folder went): then compare the listings whole.
+
+        A follower's poll lists thousands of segments and a few dozen are new: each
+        writer's old ones compare in C (the same objects, when :func:`list_segments`
+        reused them), not as paths hashed in Python."""
+        if not self.writers.keys() >= before.writers.keys():
+            return None
+        added: list[SegmentFile] = []
+        for writer, files in self.writers.items():
+            was = before.writers.get(writer, ())
+            if files[: len(was)] != was:
+                return None
+            added += files[len(was) :]
+        return tuple(added)
+
 
 def _seq(text: str) -> int | None:
     return int(text) if len(text) == SEQ_DIGITS and text.isdigit() and text.isascii() else None

@@ -242,6 +242,9 @@ class OnlineVerifier:
     _seen: set[tuple[object, ...]] = field(default_factory=set)
     _taken: set[Path] = field(default_factory=set)
     """The listed segments the frontier has taken in."""
+    _taken_from: SegmentListing | None = None
+    """The last listing whose every segment the frontier took in: a listing grown from it
+    adds only its new segments (:meth:`SegmentListing.added_since`)."""
     _progress: _Frontier = field(default_factory=_Frontier)
     _session: Session | None = None
     """The window of the run the last poll judged, kept loaded for the next poll."""
@@ -273,13 +276,7 @@ class OnlineVerifier:
         self._cache.keep(listing)
         if not listing.writers:
             return Poll(None, (), None)
-        taken = self._taken
-        for listed in listing.files:
-            if listed.path not in taken:
-                info = self._cache.info(listed)  # may raise: vanished, the poll lists again
-                self._progress.add(info, self._cache.max_step(info.path))
-                taken.add(listed.path)  # only once taken in, or a re-listed poll skips it
-        taken.intersection_update(f.path for f in listing.files)
+        self._take_in(listing)
         frontier = self._progress
         if frontier.finished:
             self.close()
@@ -316,6 +313,20 @@ class OnlineVerifier:
         self._next = settled + 1
         self.judged_through = max(self.judged_through, settled)
         return Poll((start, settled), fresh, None, loaded, frontier.incarnation, frontier.resumed)
+
+    def _take_in(self, listing: SegmentListing) -> None:
+        """Add the listed segments the frontier has not taken in yet to it."""
+        taken = self._taken
+        before = self._taken_from
+        added = listing.added_since(before) if before is not None else None
+        for listed in listing.files if added is None else added:
+            if listed.path not in taken:
+                info = self._cache.info(listed)  # may raise: vanished, the poll lists again
+                self._progress.add(info, self._cache.max_step(info.path))
+                taken.add(listed.path)  # only once taken in, or a re-listed poll skips it
+        if added is None:  # some went (a roll's originals): forget them
+            taken.intersection_update(f.path for f in listing.files)
+        self._taken_from = listing
 
     @property
     def segments_seen(self) -> int:
