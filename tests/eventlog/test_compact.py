@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from ftaudit.eventlog.compact import compact_run
-from ftaudit.eventlog.segment import PARTS_KEY
+from ftaudit.eventlog.reader import SegmentInfo, superseded
+from ftaudit.eventlog.segment import PARTS_KEY, Part, SegmentMeta
 from tests.support.cli import Invoke, check_exit
 from tests.support.corrupt import forge_digest
 from tests.support.small_segments import (
@@ -107,3 +111,46 @@ def test_leftovers_of_a_cut_short_compaction_are_read_once(ftaudit: Invoke, tmp_
     check_exit(result, 0)
     assert "left by an earlier compaction removed" in result.stderr
     assert _events(run) == before
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_superseded_is_every_segment_a_compacted_one_lists_as_a_part(seed: int) -> None:
+    """A segment is superseded exactly when a compacted segment of its writer lists its
+    range and digest as a part: random writers, compacted segments whose parts tile their
+    ranges (as their footers are checked to), and singles that match a part, match its
+    range with another digest, lie in a compacted range or past every one."""
+    rng = random.Random(seed)
+    infos: list[SegmentInfo] = []
+    parts_of: set[tuple[str, int, int, str]] = set()
+
+    def info(
+        writer: str, first: int, last: int, digest: str, parts: tuple[Part, ...] = ()
+    ) -> SegmentInfo:
+        meta = SegmentMeta(1, "r", writer, 0, first, last, ("x",), digest=digest, parts=parts)
+        name = f"{writer}/{first}-{last}-{digest}-{len(parts)}"
+        return SegmentInfo(Path(name), meta, last - first + 1, pa.schema([]))
+
+    for writer in ("a", "b", "c"):
+        at = 0
+        for _ in range(rng.randrange(0, 4)):
+            cuts = sorted(rng.sample(range(at + 1, at + 40), rng.randrange(1, 6)))
+            bounds = [at, *cuts]
+            parts = tuple(
+                Part(s, e - 1, f"d{writer}{s}", "") for s, e in pairwise([*bounds, at + 40])
+            )
+            parts_of.update((writer, p.first_seq, p.last_seq, p.digest) for p in parts)
+            infos.append(info(writer, at, at + 39, f"c{writer}{at}", parts))
+            for p in rng.sample(parts, rng.randrange(0, len(parts) + 1)):
+                same = rng.random() < 0.7
+                digest = p.digest if same else "other"
+                infos.append(info(writer, p.first_seq, p.last_seq, digest))
+            at += 40 + rng.randrange(0, 5)
+        infos += [info(writer, s, s, f"f{writer}{s}") for s in range(at, at + 3)]
+    rng.shuffle(infos)
+    want = {
+        i.path
+        for i in infos
+        if not i.meta.parts
+        and (i.meta.writer, i.meta.first_seq, i.meta.last_seq, i.meta.digest) in parts_of
+    }
+    assert superseded(tuple(infos)) == want

@@ -239,19 +239,33 @@ def superseded(segments: tuple[SegmentInfo, ...]) -> set[Path]:
     removes the others: a compaction cut short leaves those, and readers skip them (their
     events are in the compacted segment, vouched for by the same digests).
     """
-    held: set[tuple[str, int, int, str]] = set()
+    compacted: dict[str, list[SegmentMeta]] = {}
     for info in segments:
-        for part in info.meta.parts:
-            held.add((info.meta.writer, part.first_seq, part.last_seq, part.digest))
-    if not held:
+        if info.meta.parts:
+            compacted.setdefault(info.meta.writer, []).append(info.meta)
+    if not compacted:
         return set()
     return {
         info.path
         for info in segments
         if not info.meta.parts
         and info.meta.digest
-        and (info.meta.writer, info.meta.first_seq, info.meta.last_seq, info.meta.digest) in held
+        and any(_holds(c, info.meta) for c in compacted.get(info.meta.writer, ()))
     }
+
+
+def _holds(compacted: SegmentMeta, meta: SegmentMeta) -> bool:
+    """Whether ``compacted`` lists ``meta``'s range and digest as one of its parts.
+
+    Its parts tile its range (checked with its footer), so only a segment inside that
+    range can be one: a follower's window holds a roll's merged segment of 128 parts
+    per writer, and its new flushes lie past it (no part walked)."""
+    if not compacted.first_seq <= meta.first_seq <= meta.last_seq <= compacted.last_seq:
+        return False
+    return any(
+        (p.first_seq, p.last_seq, p.digest) == (meta.first_seq, meta.last_seq, meta.digest)
+        for p in compacted.parts
+    )
 
 
 def digest_problem(info: SegmentInfo) -> str | None:
