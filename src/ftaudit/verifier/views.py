@@ -110,15 +110,26 @@ KEPT_FROM: dict[str, frozenset[str]] = {
 """The event types each of :data:`KEPT` is made from (through the ones before it)."""
 
 
+MOVING = frozenset({"committed_steps"})
+"""Of :data:`KEPT`, those a moving window changes at every move: a follower's poll adds
+step ends each time. Made again at each poll, ``committed_steps`` cost it 3-4 ms, more
+than the queries that read it spend joining a window's few hundred step ends to the
+kept ``lineage``: after a move it is read as the view."""
+
+
 def keep_history(con: duckdb.DuckDBPyConnection, changed: Collection[str] | None = None) -> None:
     """Hold :data:`KEPT` as temporary tables of the same names (they come first in
     DuckDB's search path) until the rows change: every query that read a view planned
     and ran the recursive ``lineage`` again (a follower's poll, 14 ms of its 95 ms of
     queries). Call again after the loaded rows changed, with the event types whose rows
-    ``changed`` (None: any): only the tables made from them are made again (a live run's
-    poll adds step ends, rarely a start). The views stay what ``ftaudit sql`` reads."""
+    ``changed`` (None: any, as at the first load): only the tables made from them are
+    made again (a live run's poll adds step ends, rarely a start), except those of
+    :data:`MOVING`, whose tables are dropped. The views stay what ``ftaudit sql`` reads."""
     stale = [n for n in KEPT if changed is None or KEPT_FROM[n].intersection(changed)]
     for name in stale:  # in order: each is made from the ones before it, made again
+        if changed is not None and name in MOVING:
+            con.execute(f"DROP TABLE IF EXISTS temp.main.{ident(name)}")
+            continue
         # one statement, not a DROP and a CREATE; the view by its full name:
         # ``main.<name>`` is the temporary table itself while it exists
         con.execute(
