@@ -11,7 +11,7 @@ number of files.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from operator import attrgetter
 from pathlib import Path
@@ -190,11 +190,16 @@ def _batches_of(pending: dict[int, list[pa.Table]], schema: pa.Schema) -> list[p
 
 
 def conformed_batches(
-    scan: RunScan, schema: pa.Schema, footers: Footers | None = None
+    scan: RunScan,
+    schema: pa.Schema,
+    footers: Footers | None = None,
+    trim: Callable[[SegmentInfo, pa.Table], pa.Table] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The run's rows in ``schema``, a bounded batch at a time (raises ``CorruptSegmentError``);
     ``footers``: footers parsed before, by path (see :func:`read_segments`). Only the
-    columns of ``schema`` are decoded.
+    columns of ``schema`` are decoded. ``trim``: the rows of each segment wanted, of the
+    rows decoded (before they are widened and joined: a follower wants a few hundred of
+    the thousands of rows of a roll's merged segment).
 
     Row order across segments is not kept (no reader of the table relies on it: every
     query orders what it needs). Each batch is joined on a thread of its own while the
@@ -207,8 +212,10 @@ def conformed_batches(
     joining: Future[list[pa.RecordBatch]] | None = None
     with ThreadPoolExecutor(1, thread_name_prefix="ftaudit-join") as joiner:
         for info, table in read_segments(scan.segments, footers, frozenset(schema.names)):
+            if trim is not None:
+                table = trim(info, table)
             pending.setdefault(id(info.schema), []).append(table)
-            rows += info.num_rows
+            rows += table.num_rows
             count += 1
             if rows >= BATCH_ROWS or count >= BATCH_SEGMENTS:
                 if joining is not None:

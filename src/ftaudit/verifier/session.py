@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,9 +356,8 @@ class Session:
         over them cost every poll 25-32 ms of CPU, and checking them among the window's
         rows a scan of the whole window per event type.
         """
-        batches = conformed_batches(new, self.schema, footers)
+        batches = conformed_batches(new, self.schema, footers, _trimming(partial))
         rows = pa.Table.from_batches(list(batches), self.schema)
-        rows = _kept_rows(rows, partial)
         # not Table.group_by: it imports pyarrow.dataset, and with it pandas (0.4 s)
         pairs = set(zip(rows[FILENAME].to_pylist(), rows["type"].to_pylist(), strict=True))
         check_footers_list(pairs, {str(i.path): i.meta for i in new.segments})
@@ -525,40 +524,41 @@ _PLAIN = (HEAD_ONLY, WINDOW_ONLY)
 """What is kept of a segment before the window: some types' rows, from its first."""
 
 
-def _kept_rows(rows: pa.Table, partial: Mapping[str, Kept]) -> pa.Table:
-    """``rows`` less, of each segment in ``partial``, the rows not kept (:func:`_keep` on
-    Arrow rows)."""
+def _trimming(partial: Mapping[str, Kept]) -> Callable[[SegmentInfo, pa.Table], pa.Table]:
+    """What is kept of each segment's decoded rows: of one in ``partial``, only the rows
+    its :class:`Kept` names (:func:`_keep` on Arrow rows), dropped as each is decoded: a
+    roll's merged segment holds 1,280 steps, and widening and joining all of its rows
+    before dropping most cost a follower's poll at a roll about half a second."""
+
+    def trim(info: SegmentInfo, rows: pa.Table) -> pa.Table:
+        kept = partial.get(str(info.path), WHOLE)
+        if kept == WHOLE:
+            return rows
+        keep = _kept_mask(rows, kept)
+        return rows.slice(0, 0) if keep is None else rows.filter(keep)
+
+    return trim
+
+
+def _kept_mask(rows: pa.Table, kept: Kept) -> pa.ChunkedArray | None:
+    """Which of one segment's ``rows`` ``kept`` names (None: none of them)."""
     import pyarrow.compute as pc
 
-    for kept, paths in _by_kept(partial).items():
-        seq = rows["seq"]  # of the rows left by the last filter
-        inside = pc.is_in(rows[FILENAME], value_set=string_array(paths))
-        # the bounds as Arrow scalars: a Python int in a compute call goes through
-        # pyarrow's shim, which imports pandas (0.33 s of a follower's poll at a roll)
-        keep = (
-            pc.greater_equal(seq, int64_scalar(kept.whole_from))
-            if kept.whole_from is not None
-            else None
-        )
-        for types, since in ((WINDOW_TYPES, kept.window_from), (HEAD, kept.head_from)):
-            if since is not None:
-                mask = pc.is_in(rows["type"], value_set=string_array(types))
-                if since > 0:
-                    mask = pc.and_(mask, pc.greater_equal(seq, int64_scalar(since)))
-                keep = mask if keep is None else pc.or_(keep, mask)
-        outside = pc.invert(inside)
-        rows = rows.filter(outside if keep is None else pc.or_(outside, keep))
-    return rows
-
-
-def _by_kept(partial: Mapping[str, Kept]) -> dict[Kept, list[str]]:
-    """The segments of ``partial``, by what is kept of them (paths sorted); whole ones
-    left out."""
-    by_kept: dict[Kept, list[str]] = {}
-    for path, kept in partial.items():
-        if kept != WHOLE:
-            by_kept.setdefault(kept, []).append(path)
-    return {kept: sorted(paths) for kept, paths in by_kept.items()}
+    seq = rows["seq"]
+    # the bounds as Arrow scalars: a Python int in a compute call goes through
+    # pyarrow's shim, which imports pandas (0.33 s of a follower's poll at a roll)
+    keep = (
+        pc.greater_equal(seq, int64_scalar(kept.whole_from))
+        if kept.whole_from is not None
+        else None
+    )
+    for types, since in ((WINDOW_TYPES, kept.window_from), (HEAD, kept.head_from)):
+        if since is not None:
+            mask = pc.is_in(rows["type"], value_set=string_array(types))
+            if since > 0:
+                mask = pc.and_(mask, pc.greater_equal(seq, int64_scalar(since)))
+            keep = mask if keep is None else pc.or_(keep, mask)
+    return keep
 
 
 def _holding(scan: RunScan, partial: Mapping[str, Kept]) -> dict[str, frozenset[str]]:
