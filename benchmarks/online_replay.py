@@ -262,7 +262,7 @@ def main() -> None:
         "median of rounds, per judged step: "
         + ", ".join(f"step {k}: {v:.1f} ms" for k, v in per_step.items())
     )
-    # the mean counts the polls at a writer's roll (about 0.75 s each, every 1,280 steps
+    # the mean counts the polls at a writer's roll (0.4-0.6 s each since day 31, every 1,280 steps
     # at this shape): what a follower costs over a long stretch, where the median does not
     means = {
         (p, n): statistics.median(statistics.mean(r[p][n]["cpu_s"]) for r in rounds)
