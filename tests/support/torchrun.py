@@ -24,9 +24,13 @@ load 3, and one ``make test`` in CI). A round that fails so claims no incarnatio
 tests' own checks of incarnations and kills still see any other extra round."""
 
 STORE_NOT_MADE = "torch.distributed.DistNetworkError"
-"""A worker's c10d store could not be made (the port race of :data:`SPARE_RESTARTS`) in a
-launch that plans no restart: nothing of the script ran, and the launch is made again,
-once."""
+"""A worker's c10d store could not be made (the port race of :data:`SPARE_RESTARTS`)."""
+
+
+def store_not_made(returncode: int, output: str) -> bool:
+    """Whether a launch failed because a worker's store could not be made: nothing of the
+    script ran, and the launch is made again, once."""
+    return returncode != 0 and STORE_NOT_MADE in output
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -71,7 +75,7 @@ def torchrun(script: Path, *args: str, nproc: int, restarts: int = 0, **env: str
             cwd=ROOT,
         )
         output = proc.stdout + proc.stderr
-        if proc.returncode == 0 or STORE_NOT_MADE not in output:
+        if not store_not_made(proc.returncode, output):
             break
     assert proc.returncode == 0, f"torchrun {args}: exit {proc.returncode}\n{output[-4000:]}"
     return output

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from tests.support.torchrun import ROOT, STORE_NOT_MADE, command, environment
+from tests.support.torchrun import ROOT, command, environment, store_not_made
 
 TIMEOUT_S = 900
 
@@ -53,7 +53,7 @@ def wait_all(*launches: Launch) -> list[Done]:
     done = []
     for launch in launches:
         ended = _wait(launch)
-        if ended.returncode != 0 and STORE_NOT_MADE in ended.output:
+        if store_not_made(ended.returncode, ended.output):
             ended = _wait(torchrun(launch.script, *launch.args, log=launch.log))
         done.append(ended)
     return done
