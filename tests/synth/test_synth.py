@@ -77,7 +77,9 @@ def test_each_bug_is_caught_by_its_rule(bug: SynthBug, tmp_path: Path) -> None:
     assert located, f"{bug.name}: no {bug.rule} violation at or after step {result.bug_step}"
 
 
-@pytest.mark.parametrize("name", ["peer_shard_content", "wrong_items_after_resume"])
+@pytest.mark.parametrize(
+    "name", ["peer_shard_content", "wrong_items_after_resume", "epoch_restarted_after_resume"]
+)
 def test_data_bugs_fail_ft008_alone_naming_the_items(name: str, tmp_path: Path) -> None:
     """Right sample indices, wrong content: only the fingerprints can tell."""
     result = synthesize(tmp_path / "run", dataclasses.replace(SMALL, bug=name))
@@ -100,6 +102,20 @@ def test_a_run_without_fingerprints_passes_ft008_with_a_note(tmp_path: Path) -> 
     ft008 = next(r for r in report.results if r.code == "FT008")
     assert ft008.checked == 0 and "no sample fingerprints" in ft008.note
     assert not (tmp_path / "run" / "manifests").exists()
+
+
+def test_a_run_without_a_manifest_finds_a_restarted_epoch_by_its_repeats(
+    tmp_path: Path,
+) -> None:
+    """``--no-manifest``: fingerprints but no dataset manifest. A resumed loader that reads
+    its epoch again from the first item is then seen only as contents trained twice."""
+    run = tmp_path / "run"
+    args = ["synth", str(run), "--steps", "16", "--bug", "epoch_restarted_after_resume"]
+    _check(CliRunner().invoke(app, [*args, "--no-manifest"]), 0)
+    assert not (run / "manifests").exists()
+    ft008 = next(r for r in verify(run).results if r.code == "FT008")
+    assert ft008.note.startswith("no dataset manifest")
+    assert ft008.violations and {v.kind for v in ft008.violations} == {"duplicate_content"}
 
 
 def test_synth_command_writes_a_run_that_verifies(tmp_path: Path) -> None:

@@ -68,6 +68,14 @@ def synth(
             help="Log what each cell fed and keep the dataset's manifest (FT008 checks them).",
         ),
     ] = True,
+    manifest: Annotated[
+        bool,
+        typer.Option(
+            "--manifest/--no-manifest",
+            help="Keep and declare the dataset's manifest with the fingerprints (without it, "
+            "FT008 checks that contents agree and do not repeat, not that they are the items).",
+        ),
+    ] = True,
     dataset_size: Annotated[
         int | None,
         typer.Option(
@@ -106,6 +114,7 @@ def synth(
         **({} if roll_segments is None else {"roll_segments": roll_segments}),
         fsync=fsync,
         fingerprints=fingerprints,
+        manifest=manifest,
         dataset_size=dataset_size,
     )
 

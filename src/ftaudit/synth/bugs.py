@@ -105,6 +105,14 @@ BUGS: tuple[SynthBug, ...] = (
         needs_restart=True,
     ),
     SynthBug(
+        "epoch_restarted_after_resume",
+        "FT008",
+        "a resumed incarnation's loader reads its epoch again from the first item (the "
+        "sampler's state was not restored) while the sample indices go on from the "
+        "checkpoint: items trained before the crash are trained again",
+        needs_restart=True,
+    ),
+    SynthBug(
         "stream_skips_after_resume",
         "FT005",
         "a resumed incarnation's loader restarts one batch ahead of its checkpoint's "

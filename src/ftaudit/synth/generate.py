@@ -99,6 +99,9 @@ class SynthConfig:
     """Where the bug strikes; default near the end, in the final incarnation."""
     fingerprints: bool = True
     """Log what each cell fed and declare the dataset's manifest (FT008 checks them)."""
+    manifest: bool = True
+    """Keep and declare the dataset's manifest with the fingerprints (False: FT008 checks
+    that contents agree and do not repeat in an epoch, not that they are the items)."""
     dataset_size: int | None = None
     """Items of the synthetic dataset (position ``p`` reads item ``p mod N``); default
     ``min(steps * samples_per_step, 65,536)``, so a long run goes through several epochs."""
@@ -233,6 +236,8 @@ class _Incarnation:
     trainers: dict[tuple[int, int], EventWriter]
     weights: dict[int, SlotSet]
     next_sample: int
+    resumed_at: int = 0
+    """The stream position its loader resumed reading from (0: a fresh start)."""
     last_ids: IntRuns = field(default_factory=IntRuns)
     """The witness ids of the last committed allocation."""
 
@@ -289,7 +294,7 @@ class _Generator:
         )
         first = resume.iteration + 1 if resume is not None else 0
         bug = self.bug.name if self.bug and first == self.plan.bug_step else None
-        if self.dataset is not None:
+        if self.dataset is not None and self.config.manifest:
             if self.declared is None:
                 self.declared = self.dataset.declare(self.run_dir)
             self._log(inc.driver, self.declared)
@@ -305,7 +310,7 @@ class _Generator:
             inc.weights[0] = abandoned.weights[0]
         # a loader restored one batch off the checkpoint's position
         shift = _LOADER_SHIFT.get(bug or "", 0) * self.config.samples_per_step
-        inc.next_sample = next_sample + shift
+        inc.next_sample = inc.resumed_at = next_sample + shift
         for (c, r), writer in trainers.items():
             if bug == "no_restore_evidence" and c == 0:
                 continue  # cell 0 kept what its process held and said nothing
@@ -512,6 +517,10 @@ class _Generator:
         if bug == "wrong_items_after_resume" and final and bug_step is not None:
             if step >= bug_step:  # the loader resumed one batch behind its saved state
                 return positions - self.config.samples_per_step
+        if bug == "epoch_restarted_after_resume" and final and bug_step is not None:
+            if step >= bug_step:  # the sampler's state was not restored: the epoch anew
+                epoch_start = inc.resumed_at - inc.resumed_at % self.config.items
+                return epoch_start + positions - inc.resumed_at
         return positions
 
     # -- helpers ------------------------------------------------------------------------
