@@ -59,9 +59,10 @@ def check_agreement(
     ``(incarnation, step)`` pairs ``judged`` before the run finished. Its final report is
     the offline one; nothing it found live is missing from the offline report (but for
     the steps a later incarnation rolled back: the offline verdict judges the committed
-    history); and the offline findings at the steps judged live were found live (by
-    rule, step and incarnation: a message may name more ids once more of the run is
-    known), unless ``live_evidence_kept`` is False: the run's events of steps judged live
+    history); and the offline findings at the steps judged live, whose later evidence
+    (:attr:`~ftaudit.verifier.findings.Violation.shown_at`) was judged live too, were found
+    live (by rule, step and incarnation: a message may name more ids once more of the run
+    is known), unless ``live_evidence_kept`` is False: the run's events of steps judged live
     were removed, or evidence about them came, after the fact; findings of the kinds
     ``judged_later`` are not expected live (their evidence comes after the step)."""
     offline = verify(run_dir)
@@ -83,6 +84,7 @@ def check_agreement(
         for r in offline.results
         for v in r.violations
         if v.kind not in judged_later
+        if v.shown_at is None or v.shown_at in steps
         if (v.location.incarnation, v.location.step) in judged
         or (v.location.incarnation is None and v.location.step in steps)
     }

@@ -153,6 +153,72 @@ def test_a_follower_attached_late_judges_from_its_step(tmp_path: Path) -> None:
     _check_agreement(followed)
 
 
+@pytest.mark.parametrize("every", [1, 3])
+def test_a_content_trained_again_long_after_is_found_live(tmp_path: Path, every: int) -> None:
+    """A resumed loader reads its epoch again from the first item while the sample
+    indices go on, in a run without a manifest: every content it feeds was trained steps
+    before the window the poll loads (the trainers' rows from the step before the first
+    judged). The follower's ledger holds them; each repeat is reported live, located at
+    its first feeding as offline, at the poll that judges the step that fed it again."""
+    config = dataclasses.replace(SHAPE, bug="epoch_restarted_after_resume", manifest=False)
+    followed = _follow(tmp_path / "run", config, every=every)
+    _check_agreement(followed)
+    offline = verify(followed.run.run_dir, select=["FT008"])
+    (result,) = offline.results
+    repeats = [v for v in result.violations if v.kind == "duplicate_content"]
+    resumed = followed.run.crashes[-1][1] + 1
+    far = [v for v in repeats if v.shown_at is not None and v.shown_at - v.location.step > 4]
+    assert far and all(v.location.step < resumed for v in far)
+    live = {f for f in followed.provisional if f[0] == "FT008"}
+    judged = {v for v in far if v.shown_at in followed.steps_judged}
+    assert judged and {finding(v) for v in judged} <= live
+    before_window = [v for v in followed.online.violations if v.kind == "duplicate_content"]
+    assert any(v.location.step < resumed - 2 for v in before_window)
+
+
+@pytest.mark.parametrize("manifest", [True, False])
+@pytest.mark.parametrize("dataset_size", [None, 160])
+def test_a_correct_run_without_a_manifest_has_no_repeats_live(
+    tmp_path: Path, manifest: bool, dataset_size: int | None
+) -> None:
+    """The correct twin: restarts, retries and rolled-back steps, one epoch or an epoch
+    every 2.5 steps (the ledger drops the epochs behind the window; resumes go back over
+    an epoch's edge). Nothing is found live, the offline verdict passes."""
+    config = dataclasses.replace(SHAPE, manifest=manifest, dataset_size=dataset_size)
+    followed = _follow(tmp_path / "run", config, every=1)
+    assert followed.provisional == set()
+    _check_agreement(followed)
+    assert followed.online.passed()
+
+
+def test_a_repeat_across_the_edge_of_since_step_is_reported(tmp_path: Path) -> None:
+    """``--since-step K`` loads the trainers' rows from step ``K - 1``: a content fed at
+    ``K - 1`` and again at ``K`` is located at ``K - 1``, yet it is new to this check (its
+    later feeding is under judgement). A gate that checked the run up to ``K - 1`` before
+    step ``K`` existed could not have seen it; this check reports it as the full one does."""
+    config = dataclasses.replace(SHAPE, bug="wrong_items_after_resume", manifest=False)
+    run = synthesize(tmp_path / "run", config)
+    resumed = run.crashes[-1][1] + 1
+    (result,) = verify(run.run_dir, select=["FT008"], since_step=resumed).results
+    repeats = [v for v in result.violations if v.kind == "duplicate_content"]
+    assert repeats and all(v.location.step == resumed - 1 for v in repeats)
+    assert all(v.shown_at == resumed for v in repeats)
+    (whole,) = verify(run.run_dir, select=["FT008"]).results
+    assert [v.message for v in repeats] == [
+        v.message for v in whole.violations if v.kind == "duplicate_content"
+    ]
+
+
+@pytest.mark.slow
+def test_a_follower_attached_late_leaves_repeats_before_it_to_the_final_verdict(
+    tmp_path: Path,
+) -> None:
+    config = dataclasses.replace(SHAPE, bug="epoch_restarted_after_resume", manifest=False)
+    followed = _follow(tmp_path / "run", config, every=2, since=20)
+    _check_agreement(followed)
+    assert not followed.online.passed()
+
+
 def _loaded(session: Session) -> dict[str, list[dict]]:
     """Every loaded row, by event type, with every column of its type's table (a moved
     session keeps the tables of types whose segments left its window, empty)."""

@@ -562,10 +562,11 @@ class RunContext:
         (:class:`AllocationLog`: a follower parses each allocation once)."""
         return self.kept(AllocationLog).allocations()
 
-    def describe_key(self, key: StepKey) -> str:
-        """``step 5 attempt 1 of incarnation 0 (retried)``: where a key sits in the history."""
+    def describe_key(self, key: StepKey, default: str = "unknown") -> str:
+        """``step 5 attempt 1 of incarnation 0 (retried)``: where a key sits in the history
+        (``default``: the status of one the loaded history does not hold)."""
         inc, step, attempt = key
-        status = self.status_of(key)
+        status = self.status_of(key, default)
         return f"step {step} attempt {attempt} of incarnation {inc} ({status})"
 
     @cached_property
@@ -575,8 +576,8 @@ class RunContext:
         )
         return {(r["incarnation"], r["step"], r["attempt"]): r["status"] for r in rows}
 
-    def status_of(self, key: StepKey) -> str:
-        return self._statuses.get(key, "unknown")
+    def status_of(self, key: StepKey, default: str = "unknown") -> str:
+        return self._statuses.get(key, default)
 
     def describe_samples(
         self, samples: np.ndarray, limit: int = 12, *, total: int | None = None

@@ -141,9 +141,12 @@ def _is_new(ctx: RunContext, v: Violation) -> bool:
     that step, unless its evidence came after that check (:meth:`RunContext.judges`);
     one without a step belongs to its incarnation, new if that incarnation began at
     ``since`` or later. Log integrity findings (holes, torn files) are always reported:
-    a gate must hear of them.
+    a gate must hear of them. One whose latest evidence is at a step under judgement
+    (:attr:`Violation.shown_at`: a content trained again) is new too.
     """
     step, inc = v.location.step, v.location.incarnation
+    if v.shown_at is not None and v.shown_at >= ctx.since:
+        return True
     if step is not None:
         return ctx.judges(step, v.location.segment)
     return inc is None or v.code == "FT001" or ctx.new_incarnation(inc)

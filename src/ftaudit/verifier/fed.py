@@ -81,6 +81,18 @@ class FedChunk:
 
 
 @dataclass(frozen=True)
+class SpelledSamples:
+    """Chosen fed samples' positions, attempts (indices into :attr:`FedSamples.keys`),
+    cells, fingerprints and claimed items (:meth:`FedSamples.spelled`)."""
+
+    position: np.ndarray
+    key: np.ndarray
+    cell: np.ndarray
+    fingerprint: np.ndarray
+    claimed_item: np.ndarray
+
+
+@dataclass(frozen=True)
 class FedSamples:
     """Every fed sample of the run, one entry per (event, sample).
 
@@ -134,6 +146,22 @@ class FedSamples:
 
     def cell(self, samples: np.ndarray) -> np.ndarray:
         return self.runs.cell[self._run_of(np.asarray(samples, dtype=np.int64))]
+
+    def spelled(self, samples: np.ndarray) -> SpelledSamples:
+        """Everything :meth:`position`, :meth:`key`, :meth:`cell`, :meth:`fingerprint` and
+        :meth:`claimed_item` give for ``samples``, their runs found once."""
+        samples = np.asarray(samples, dtype=np.int64)
+        run = self._run_of(samples)
+        runs = self.runs
+        offset = samples - runs.first[run]
+        stored = runs.stored[run] + offset
+        return SpelledSamples(
+            runs.start[run] + offset,
+            runs.key[run],
+            runs.cell[run],
+            self.read_fingerprint[stored],
+            self.read_claimed_item[stored],
+        )
 
     def slices(self) -> Iterator[slice]:
         """The samples in order, :data:`CHUNK` at a time."""

@@ -50,6 +50,10 @@ class Violation:
     """What broke, as a stable machine-readable word of the rule's ``kinds`` (``missing``,
     ``extra``, ``hole``...); documented in ``docs/cli.md``. Tools switch on it, never on
     the message."""
+    shown_at: int | None = None
+    """The step of its latest evidence, where that is later than :attr:`location`'s (one
+    content trained again steps later): a check of the steps from ``since`` on reports it
+    when this step is one of them, not only when its location is."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

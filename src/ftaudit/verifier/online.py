@@ -303,12 +303,7 @@ class OnlineVerifier:
         if settled < start:
             return Poll(None, (), None)
         report, loaded = self._judge(listing, start)
-        wanted = (
-            v
-            for r in report.results
-            for v in r.violations
-            if v.location.step is None or v.location.step <= settled
-        )
+        wanted = (v for r in report.results for v in r.violations if _settled(v, settled))
         fresh = self._fresh(wanted)
         self._next = settled + 1
         self.judged_through = max(self.judged_through, settled)
@@ -402,6 +397,12 @@ class OnlineVerifier:
         self._seen.update(violation_key(v) for v in out)
         self.violations.extend(out)
         return out
+
+
+def _settled(v: Violation, settled: int) -> bool:
+    """Whether ``v``'s evidence is all of settled steps (up to ``settled``)."""
+    step = v.shown_at if v.shown_at is not None else v.location.step
+    return step is None or step <= settled
 
 
 def _start_of(

@@ -80,6 +80,7 @@ class Rule(ABC):
         id_count: int | None = None,
         severity: Severity | None = None,
         details: Sequence[str] = (),
+        shown_at: int | None = None,
     ) -> Violation:
         """A violation of this rule; id lists are cut to :data:`MAX_IDS`.
 
@@ -99,6 +100,7 @@ class Rule(ABC):
             ids=tuple(int(i) for i in ids[:MAX_IDS]),
             sample_indices=tuple(int(i) for i in sample_indices[:MAX_IDS]),
             id_count=count if ids or sample_indices else None,
+            shown_at=shown_at,
         )
 
     @property

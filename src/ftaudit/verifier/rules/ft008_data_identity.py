@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from ftaudit.dataset.manifest import DatasetManifest, ManifestError
-from ftaudit.eventlog.arrays import unique_sorted
+from ftaudit.eventlog.arrays import in_sorted, unique_sorted
 from ftaudit.eventlog.intruns import IntRuns
 from ftaudit.verifier.context import RunContext, StepKey
 from ftaudit.verifier.fed import (
@@ -27,6 +27,7 @@ from ftaudit.verifier.fed import (
 )
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import Rule, RuleOutcome, order_severity
+from ftaudit.verifier.rules.content_ledger import NO_ATTEMPT, ContentLedger, Contents, mix
 from ftaudit.verifier.rules.stream_ledger import StreamHigh, committed_high
 from ftaudit.verifier.spans import grouped_spans
 
@@ -112,17 +113,24 @@ class DataIdentity(Rule):
             # them from the segments before it) but not the committed stream before it:
             # a saved loader is checked where the window or the follower's ledger has it
             out += self._saved_positions(ctx, saved, stream, high)
+        carried = ctx.carried(ContentLedger) if ctx.following else None
+        ledger = carried.before(ctx.since) if carried is not None else None
         if ctx.scope is not None:
-            note = f"{note}; {_INCREMENTAL}"
+            note = f"{note}; {_FOLLOWED if ledger is not None else _INCREMENTAL}"
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
             return RuleOutcome(0, tuple(out), note=note)
         committed_key = np.asarray([k in ctx.committed_keys for k in fed.keys], dtype=bool)
         judged = _judge(fed, stream, committed_key, manifest)
+        window = None
+        if carried is not None:
+            rows = np.flatnonzero(judged.mask & _ledger_rows(fed, ctx.since - 1))
+            window = _Window(rows, _contents(fed, rows, stream), ledger)
+            carried.saw(window.contents)
         if manifest is not None:
             out += self._against_manifest(ctx, fed, judged.wrong, stream, manifest)
         out += self._claims(ctx, fed, judged.claims, stream)
-        out += self._duplicates(ctx, fed, judged, stream, manifest)
+        out += self._duplicates(ctx, fed, judged, stream, manifest, window)
         out += self._coverage(ctx, fed, committed_key)
         out += self._agreement(ctx, fed, judged.wrong, stream, manifest)
         return RuleOutcome(judged.committed, tuple(out), note=note)
@@ -369,16 +377,29 @@ class DataIdentity(Rule):
         judged: _Judged,
         stream: StreamMap,
         manifest: DatasetManifest | None,
+        window: _Window | None,
     ) -> list[Violation]:
-        """Within an epoch, one content trained twice: at two positions, or by two cells."""
+        """Within an epoch, one content trained twice: at two positions, or by two cells
+        (for a follower, also with the samples of its ledger: ``window``)."""
         chosen = _duplicate_candidates(fed, judged, stream, manifest)
+        earlier = None
+        if window is not None and window.ledger is not None:
+            hashes = window.ledger.holding(window.contents.mixed)
+            if hashes.size:  # a content of the window was fed before it
+                hit = window.rows[in_sorted(window.contents.mixed, hashes)]
+                chosen = np.union1d(chosen, hit)
+                earlier = window.ledger.with_hashes(hashes)
         if chosen.size == 0:
             return []
-        # the candidates' own arrays; ``rows`` below index into them
-        position = fed.position(chosen)
-        epoch, _, items = _place(stream, position, fed.claimed_item(chosen))
-        fp, cell = fed.fingerprint(chosen), fed.cell(chosen)
-        samples = _Samples(position, fed.key(chosen), cell, items)
+        samples = _contents(fed, chosen, stream)
+        if earlier is not None:
+            samples = Contents.joined((samples, earlier))
+        keys, key = _keys(samples)
+        # in key order, so that the first feeding of each is the earliest (a stable sort)
+        by_key = np.argsort(key, kind="stable")
+        samples, key = samples.take(by_key), key[by_key]
+        epoch, fp = samples.epoch, samples.fingerprint
+        position, cell, items = samples.position, samples.cell, samples.item
         # sorted by (epoch, fingerprint, position, cell), the first feeding of each first
         # (a stable sort); ranks of one cell feeding one position (tensor or context
         # parallel) count once
@@ -406,17 +427,17 @@ class DataIdentity(Rule):
                     continue  # the declared order itself repeats the item (a padded epoch)
                 if manifest is not None:
                     continue  # each matched its own item: the dataset holds equal items
-            where = tuple(sorted({(int(samples.key[r]), int(cell[r])) for r in members}))
+            where = tuple(sorted({(int(key[r]), int(cell[r])) for r in members}))
             found[(epoch_of, by_two_cells, where)].append(members)
-        out = []
-        for (epoch, by_two_cells, where), findings in sorted(found.items()):
-            out.append(self._duplicate(ctx, fed, samples, epoch, by_two_cells, where, findings))
-        return out
+        named_samples = _Samples(position, key, cell, items, keys)
+        return [
+            self._duplicate(ctx, named_samples, epoch, by_two_cells, where, findings)
+            for (epoch, by_two_cells, where), findings in sorted(found.items())
+        ]
 
     def _duplicate(
         self,
         ctx: RunContext,
-        fed: FedSamples,
         samples: _Samples,
         epoch: int,
         by_two_cells: bool,
@@ -441,18 +462,19 @@ class DataIdentity(Rule):
         if by_two_cells:
             keys = sorted({key for key, _ in where})
             shown = f"at positions {_positions_text(np.asarray(positions))} in " + ", ".join(
-                _key_text(ctx, fed.keys[key]) for key in keys
+                samples.key_text(ctx, key) for key in keys
             )
             more = ""
         else:
             shown = ", ".join(
                 f"position {int(samples.position[r])}"
                 + ("" if same_item else f" (item {int(samples.items[r])})")
-                + f" in {_key_text(ctx, fed.keys[int(samples.key[r])])}"
+                + f" in {samples.key_text(ctx, int(samples.key[r]))}"
                 for r in findings[0][:SHOWN]
             )
             more = f"; and {len(findings) - 1} more like it" if len(findings) > 1 else ""
-        k = fed.keys[where[0][0]]
+        k = samples.keys[where[0][0]]
+        last = samples.keys[where[-1][0]]  # ``where`` is in key order: the latest feeding
         return self.violation(
             f"{what} trained {times} times in epoch {epoch}"
             + (f" by cells {', '.join(map(str, cells))}" if by_two_cells else "")
@@ -461,6 +483,7 @@ class DataIdentity(Rule):
             location=Location(step=k[1], attempt=k[2], incarnation=k[0]),
             ids=positions,
             sample_indices=positions,
+            shown_at=last[1] if last != k else None,
         )
 
     def _coverage(
@@ -624,6 +647,11 @@ _INCREMENTAL = (
     "checked by a full ft-verify; a saved loader's position where the window, or a "
     "follower's ledger, holds the committed stream)"
 )
+_FOLLOWED = (
+    "incremental verification: the loaded steps, and for repeats of a content the "
+    "follower's ledger of the committed samples before them (a saved loader's position "
+    "where the window, or the follower's ledger, holds the committed stream)"
+)
 _NO_MANIFEST = (
     "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
     "content for a sample index, not that it is the dataset's item"
@@ -642,13 +670,30 @@ def _groups(fed: FedSamples, samples: np.ndarray) -> dict[tuple[int, int], list[
 
 @dataclass(frozen=True)
 class _Samples:
-    """Chosen fed samples' positions, attempts (indices into ``FedSamples.keys``), cells
-    and items, spelled out."""
+    """Chosen samples' positions, attempts (indices into :attr:`keys`), cells and items,
+    spelled out: those of the loaded rows, and for a follower those of its ledger."""
 
     position: np.ndarray
     key: np.ndarray
     cell: np.ndarray
     items: np.ndarray
+    keys: tuple[StepKey, ...]
+
+    def key_text(self, ctx: RunContext, key: int) -> str:
+        # every sample looked at is committed; a ledger's attempt may lie before the
+        # window's history
+        return ctx.describe_key(self.keys[key], default="committed")
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A follower's poll: the loaded committed samples that FT008 looks for repeats
+    among (:attr:`rows`, ascending, and their :class:`Contents`), and the ledger of those
+    before the window (None where it does not hold them all)."""
+
+    rows: np.ndarray
+    contents: Contents
+    ledger: ContentLedger | None
 
 
 @dataclass(frozen=True)
@@ -795,7 +840,7 @@ def _duplicate_candidates(
         for chunk in fed.chunks():
             kept = mask[chunk.rows]
             rows = np.flatnonzero(kept) + chunk.lo
-            found.append(rows[_member(_mixed(chunk, stream, kept), again)])
+            found.append(rows[in_sorted(_mixed(chunk, stream, kept), again)])
         return np.concatenate(found)
     contents = unique_sorted(
         np.concatenate(
@@ -807,7 +852,7 @@ def _duplicate_candidates(
         return np.empty(0, dtype=np.int64)
     found = [np.empty(0, dtype=np.int64)]
     for chunk in fed.chunks():
-        hit = mask[chunk.rows] & _member(chunk.fingerprint, contents)
+        hit = mask[chunk.rows] & in_sorted(chunk.fingerprint, contents)
         found.append(np.flatnonzero(hit) + chunk.lo)
     return np.concatenate(found)
 
@@ -815,17 +860,55 @@ def _duplicate_candidates(
 def _mixed(chunk: FedChunk, stream: StreamMap, kept: np.ndarray) -> np.ndarray:
     """The (epoch, fingerprint) hash of the chunk's samples where ``kept``."""
     epochs, _ = stream.locate(chunk.position[kept])
-    return chunk.fingerprint[kept].view(np.uint64) ^ (
-        epochs.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return mix(epochs, chunk.fingerprint[kept])
+
+
+def _contents(fed: FedSamples, rows: np.ndarray, stream: StreamMap) -> Contents:
+    """The fed samples ``rows`` as FT008 compares them."""
+    at = fed.spelled(rows)
+    epoch, _, items = _place(stream, at.position, at.claimed_item)
+    triples = np.asarray(
+        [(i, s, NO_ATTEMPT if a is None else a) for i, s, a in fed.keys] or [(0, 0, 0)],
+        dtype=np.int64,
+    )[at.key]
+    return Contents(
+        mix(epoch, at.fingerprint),
+        epoch,
+        at.fingerprint,
+        at.position,
+        items,
+        at.cell.astype(np.int64),
+        triples[:, 0],
+        triples[:, 1],
+        triples[:, 2],
     )
 
 
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """A mask over ``values``: those in ``sorted_set`` (sorted, unique), by binary search."""
-    if sorted_set.size == 0:
-        return np.zeros(values.shape, dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
-    return sorted_set[at] == values
+def _ledger_rows(fed: FedSamples, edge: int) -> np.ndarray:
+    """Per sample: whether a follower's ledger takes it in. Those of steps from ``edge``
+    on (it holds the earlier ones, which a window may hold again), each position an
+    attempt's cell fed once (the ranks of one cell log the same rows)."""
+    runs = fed.runs
+    steps = np.asarray([step for _, step, _ in fed.keys] or [0], dtype=np.int64)
+    taken = steps[runs.key] >= edge
+    if runs.key.size > 1:
+        order = np.lexsort((runs.first, runs.length, runs.start, runs.cell, runs.key))
+        columns = (runs.key[order], runs.cell[order], runs.start[order], runs.length[order])
+        again = np.zeros(order.size, dtype=bool)
+        again[1:] = np.all([c[1:] == c[:-1] for c in columns], axis=0)
+        taken[order[again]] = False
+    return np.repeat(taken, runs.length)
+
+
+def _keys(samples: Contents) -> tuple[tuple[StepKey, ...], np.ndarray]:
+    """The attempts ``samples`` name, ascending as the fed rows are numbered, and each
+    sample's index into them."""
+    triples = np.stack((samples.incarnation, samples.step, samples.attempt), axis=1)
+    unique, key = np.unique(triples, axis=0, return_inverse=True)
+    keys = tuple(
+        (int(i), int(s), None if a == NO_ATTEMPT else int(a)) for i, s, a in unique.tolist()
+    )
+    return keys, key.reshape(-1)
 
 
 def _positions_text(positions: np.ndarray, limit: int = 12) -> str:

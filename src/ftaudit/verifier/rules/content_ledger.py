@@ -1,0 +1,168 @@
+"""The contents a follower's windows left behind: FT008's repeats across the window's edge.
+
+FT008 looks, within an epoch, for one content trained twice (at two positions, or by two
+cells). Offline every committed sample is loaded. A follower's poll loads the trainers'
+rows from the step before the first one it judges (``since - 1``) on, so a content fed
+again later than that would be found by the final verdict only. Its
+:class:`ContentLedger` keeps the committed samples each poll saw; at the next poll, those
+of the steps the new window no longer holds are folded into sorted levels, and the
+window's samples are looked up there by their (epoch, content) hash.
+
+What it holds is bounded by the dataset: a repeat is one within an epoch, so only the
+epochs from the one before the window's lowest on are kept, one entry per position,
+cell and attempt. A resume drops the steps its incarnation runs again (its window holds
+them). A follower attached after step 0, or a window that went back to an epoch the
+ledger dropped, has not seen every sample it would compare with: the ledger says so
+(:attr:`ContentLedger.whole`) and FT008's note leaves those repeats to the final verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from ftaudit.eventlog.arrays import concat_ranges, in_sorted, unique_sorted
+
+NO_ATTEMPT = np.iinfo(np.int64).max
+"""An attempt nobody named: sorts after every attempt of its step, as the fed rows do."""
+
+
+@dataclass(frozen=True)
+class Contents:
+    """Committed samples as FT008 compares them, one row per sample."""
+
+    mixed: np.ndarray
+    """The (epoch, fingerprint) hash (``uint64``): equal contents of an epoch share it."""
+    epoch: np.ndarray
+    fingerprint: np.ndarray
+    position: np.ndarray
+    item: np.ndarray
+    """The item the position names (``UNKNOWN`` where no order or claim says)."""
+    cell: np.ndarray
+    incarnation: np.ndarray
+    step: np.ndarray
+    attempt: np.ndarray
+    """The attempt that fed it (:data:`NO_ATTEMPT`: not named)."""
+
+    def __len__(self) -> int:
+        return int(self.mixed.size)
+
+    def take(self, rows: np.ndarray | slice) -> Contents:
+        """The rows ``rows`` (indices, a mask or a slice)."""
+        return Contents(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    @staticmethod
+    def joined(parts: Sequence[Contents]) -> Contents:
+        return Contents(
+            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Contents))
+        )
+
+
+def mix(epoch: np.ndarray, fingerprint: np.ndarray) -> np.ndarray:
+    """The (epoch, fingerprint) hash: equal pairs always share it, others rarely do."""
+    return fingerprint.view(np.uint64) ^ (epoch.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+
+def _before_step(samples: Contents, edge: int) -> Contents:
+    """The samples of steps before ``edge``; a slice where the steps ascend (samples come
+    in logging order: one incarnation's steps ascend)."""
+    step = samples.step
+    if step.size < 2 or bool(np.all(step[1:] >= step[:-1])):
+        return samples.take(slice(0, int(np.searchsorted(step, edge))))
+    return samples.take(step < edge)
+
+
+def _merged(a: Contents, b: Contents) -> Contents:
+    joined = Contents.joined((a, b))
+    return joined.take(np.argsort(joined.mixed, kind="stable"))
+
+
+@dataclass
+class ContentLedger:
+    """A follower's committed samples of the steps its windows left, by (epoch, content)."""
+
+    epochs: dict[int, list[Contents]] = field(default_factory=dict)
+    """Per epoch, levels sorted by hash each, larger ones first (two of like size are
+    merged: a poll's fold costs its own samples, amortized, not the ledger's); an epoch
+    the windows have passed is dropped whole."""
+    pending: Contents | None = None
+    """The committed samples of the last poll's window, not folded yet."""
+    top: int = -1
+    """The largest step folded."""
+    kept_from: int = 0
+    """The lowest epoch still held (earlier ones were dropped)."""
+    whole: bool = True
+    """Whether it holds every committed sample of the steps before the window, in the
+    epochs a window has shown since."""
+    started: bool = False
+
+    @property
+    def levels(self) -> list[Contents]:
+        return [lv for levels in self.epochs.values() for lv in levels]
+
+    def before(self, since: int) -> ContentLedger | None:
+        """Fold what the last window held of the steps before ``since - 1`` (the new window
+        holds the rest), drop the steps a resume runs again; the ledger to compare the
+        window with, None where it is not whole."""
+        edge = since - 1
+        if not self.started:
+            self.started, self.whole = True, edge <= 0  # attached late: steps unseen
+        if self.pending is not None:
+            self._add(_before_step(self.pending, edge))
+            self.pending = None
+        if self.top >= edge:  # a resume: the window holds those steps again
+            self.epochs = {
+                epoch: kept
+                for epoch, levels in self.epochs.items()
+                if (kept := [k for lv in levels if len(k := lv.take(lv.step < edge))])
+            }
+            self.top = max((int(lv.step.max()) for lv in self.levels), default=-1)
+        return self if self.whole else None
+
+    def saw(self, window: Contents) -> None:
+        """Keep the window's committed samples of the steps from ``since - 1`` on (one row
+        per feeding of a position by a cell in an attempt) for the next poll's fold; drop
+        the epochs before the one before its lowest (no later window repeats a content
+        there, but a resume back over one epoch's edge)."""
+        if not len(window):
+            return
+        low = int(window.epoch.min())
+        if low < self.kept_from:
+            self.whole = False  # a resume went back to an epoch the ledger dropped
+        floor = low - 1
+        if floor > self.kept_from:
+            self.epochs = {e: levels for e, levels in self.epochs.items() if e >= floor}
+            self.kept_from = floor
+        self.pending = window
+
+    def holding(self, mixed: np.ndarray) -> np.ndarray:
+        """The distinct hashes of ``mixed`` that some folded sample has, ascending."""
+        found = [mixed[in_sorted(mixed, lv.mixed)] for lv in self.levels]
+        if not found:
+            return np.empty(0, dtype=np.uint64)
+        return unique_sorted(np.concatenate(found))
+
+    def with_hashes(self, hashes: np.ndarray) -> Contents | None:
+        """Every folded sample whose hash is one of ``hashes`` (ascending; None: none)."""
+        parts = []
+        for lv in self.levels:
+            lo = np.searchsorted(lv.mixed, hashes, side="left")
+            hi = np.searchsorted(lv.mixed, hashes, side="right")
+            if (hi > lo).any():
+                parts.append(lv.take(concat_ranges(lo, hi - lo)))
+        return Contents.joined(parts) if parts else None
+
+    def _add(self, new: Contents) -> None:
+        if not len(new):
+            return
+        self.top = max(self.top, int(new.step.max()))
+        epochs = np.unique(new.epoch)  # a poll's samples span an epoch or two
+        for epoch in epochs.tolist():
+            part = new if epochs.size == 1 else new.take(new.epoch == epoch)
+            levels = self.epochs.setdefault(epoch, [])
+            levels.append(part.take(np.argsort(part.mixed)))
+            while len(levels) > 1 and len(levels[-2]) <= 2 * len(levels[-1]):
+                last = levels.pop()
+                levels.append(_merged(levels.pop(), last))

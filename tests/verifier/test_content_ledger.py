@@ -1,0 +1,159 @@
+"""A follower's ledger of committed contents (FT008's repeats across the window's edge):
+what it folds, what a resume drops, which epochs it keeps, and when it says it is not
+whole. Checked against its definition: the samples the polls saw, of the steps before
+each new window, less the steps a resume runs again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ftaudit.verifier.rules.content_ledger import ContentLedger, Contents, mix
+
+
+def _samples(steps: list[int], per_step: int, epoch_of: int, *, incarnation: int = 0) -> Contents:
+    """``per_step`` samples a step, each with its own content; ``epoch_of`` positions an
+    epoch (content ``p mod epoch_of``, so a later epoch repeats an earlier one's)."""
+    step = np.repeat(np.asarray(steps, dtype=np.int64), per_step)
+    position = step * per_step + np.tile(np.arange(per_step, dtype=np.int64), len(steps))
+    epoch = position // epoch_of
+    fingerprint = (position % epoch_of) * 7919 + 11
+    n = position.size
+    return Contents(
+        mix(epoch, fingerprint),
+        epoch,
+        fingerprint,
+        position,
+        position % epoch_of,
+        np.zeros(n, dtype=np.int64),
+        np.full(n, incarnation, dtype=np.int64),
+        step,
+        np.zeros(n, dtype=np.int64),
+    )
+
+
+def _held(ledger: ContentLedger) -> set[tuple[int, int, int]]:
+    """(step, position, incarnation) of every folded sample."""
+    return {
+        (int(s), int(p), int(i))
+        for lv in ledger.levels
+        for s, p, i in zip(lv.step, lv.position, lv.incarnation, strict=True)
+    }
+
+
+def test_a_poll_folds_the_steps_its_window_no_longer_holds() -> None:
+    ledger = ContentLedger()
+    assert ledger.before(0) is ledger  # from step 0: whole
+    ledger.saw(_samples([0, 1, 2], 4, 1_000))
+    assert ledger.before(3) is ledger  # the window holds steps 2.. again
+    assert {s for s, _, _ in _held(ledger)} == {0, 1}
+    # ranks of one cell log the same rows: they fold once
+    window = _samples([2, 3, 4], 4, 1_000)
+    ledger.saw(Contents.joined((window, window)))
+    ledger.before(5)
+    assert sorted(_held(ledger)) == sorted({(s, s * 4 + k, 0) for s in range(4) for k in range(4)})
+
+
+def test_a_resume_drops_the_steps_its_incarnation_runs_again() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    for since in range(1, 12):
+        ledger.saw(_samples([since - 1, since], 2, 1_000))
+        ledger.before(since + 1)
+    assert max(s for s, _, _ in _held(ledger)) == 10
+    ledger.before(6)  # resumed from the checkpoint at step 5: steps 5.. are run again
+    assert {s for s, _, _ in _held(ledger)} == set(range(5))
+    assert ledger.top == 4
+
+
+def test_lookups_find_every_folded_sample_of_a_content() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    # epochs of 8 positions, one a step: each content is fed once an epoch
+    for since in range(1, 40):
+        ledger.saw(_samples([since - 1], 8, 8))
+        ledger.before(since + 1)
+    assert all(np.all(lv.mixed[1:] >= lv.mixed[:-1]) for lv in ledger.levels)
+    found = ledger.holding(_samples([38], 8, 8).mixed)
+    assert found.size == 8
+    held = ledger.with_hashes(found)
+    assert held is not None and sorted(held.position.tolist()) == list(range(38 * 8, 39 * 8))
+    # epoch 36 is before the one before the last window's (38): dropped
+    assert ledger.holding(_samples([36], 8, 8).mixed).size == 0
+    assert ledger.with_hashes(np.asarray([1, 2], dtype=np.uint64)) is None
+
+
+def test_folds_are_merged_into_few_levels() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    for since in range(1, 101):
+        ledger.saw(_samples([since - 1], 4, 1_000_000))
+        ledger.before(since + 1)
+    sizes = [len(lv) for lv in ledger.levels]
+    assert sum(sizes) == 100 * 4
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) <= 8, sizes
+
+
+def test_epochs_before_the_one_before_the_window_are_dropped() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    for since in range(1, 20):
+        ledger.saw(_samples([since - 1], 4, 8))  # an epoch every two steps
+        ledger.before(since + 1)
+    epochs = {int(e) for lv in ledger.levels for e in lv.epoch}
+    # the last window (step 18) is in epoch 9: epochs from 8 on are kept
+    assert min(epochs) >= ledger.kept_from == 8
+    assert ledger.whole
+
+
+def test_a_window_back_in_an_epoch_it_dropped_makes_it_not_whole() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    for since in range(1, 20):
+        ledger.saw(_samples([since - 1], 4, 8))
+        ledger.before(since + 1)
+    ledger.before(3)  # resumed from step 2, in epoch 1: the ledger kept epochs 7.. only
+    ledger.saw(_samples([2, 3], 4, 8, incarnation=1))
+    assert ledger.before(4) is None
+    assert not ledger.whole
+
+
+@pytest.mark.parametrize("since", [2, 10])
+def test_a_follower_attached_late_has_not_seen_the_steps_before_it(since: int) -> None:
+    ledger = ContentLedger()
+    assert ledger.before(since) is None
+    ledger.saw(_samples([since - 1, since], 2, 1_000))
+    assert ledger.before(since + 1) is None
+
+
+def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:
+    """Polls every 1-3 steps, windows from the step before, resumes from a random earlier
+    step: the ledger holds the samples of every step before the window's edge, of the
+    incarnation that committed it last."""
+    rng = np.random.default_rng(7)
+    ledger = ContentLedger()
+    ledger.before(0)
+    committed: dict[int, int] = {}  # step -> incarnation
+    incarnation, step, since = 0, 0, 0
+    for _ in range(120):
+        if rng.random() < 0.1 and step > 3:
+            resume = int(rng.integers(0, step - 1))
+            incarnation += 1
+            step = since = resume + 1
+            ledger.before(since)
+            committed = {s: i for s, i in committed.items() if s < since}
+            continue
+        n = int(rng.integers(1, 4))
+        new = list(range(step, step + n))
+        for s in new:
+            committed[s] = incarnation
+        shown = [s for s in range(max(since - 1, 0), step + n) if s in committed]
+        parts = [_samples([s], 3, 10_000, incarnation=committed[s]) for s in shown]
+        ledger.saw(Contents.joined(parts))
+        step += n
+        since = step
+        assert ledger.before(since) is ledger
+        expected = {
+            (s, s * 3 + k, i) for s, i in committed.items() if s < since - 1 for k in range(3)
+        }
+        assert _held(ledger) == expected
