@@ -74,12 +74,12 @@ def test_lookups_find_every_folded_sample_of_a_content() -> None:
         ledger.saw(_samples([since - 1], 8, 8))
         ledger.before(since + 1)
     assert all(np.all(lv.mixed[1:] >= lv.mixed[:-1]) for lv in ledger.levels)
-    found = ledger.holding(_samples([38], 8, 8).mixed)
+    found = ledger.holding(_samples([38], 8, 8))
     assert found.size == 8
     held = ledger.with_hashes(found)
     assert held is not None and sorted(held.position.tolist()) == list(range(38 * 8, 39 * 8))
     # epoch 36 is before the one before the last window's (38): dropped
-    assert ledger.holding(_samples([36], 8, 8).mixed).size == 0
+    assert ledger.holding(_samples([36], 8, 8)).size == 0
     assert ledger.with_hashes(np.asarray([1, 2], dtype=np.uint64)) is None
 
 
@@ -124,6 +124,13 @@ def test_a_follower_attached_late_has_not_seen_the_steps_before_it(since: int) -
     assert ledger.before(since) is None
     ledger.saw(_samples([since - 1, since], 2, 1_000))
     assert ledger.before(since + 1) is None
+    # what FT008 reads from the log once makes it whole
+    ledger.refold(0, _samples(list(range(since)), 2, 1_000))
+    assert ledger.whole and ledger.before(since + 1) is ledger
+    assert {s for s, _, _ in _held(ledger)} == set(range(since))
+    ledger.saw(_samples([since, since + 1], 2, 1_000))
+    assert ledger.before(since + 2) is ledger
+    assert {s for s, _, _ in _held(ledger)} == set(range(since + 1))
 
 
 def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:

@@ -209,14 +209,24 @@ def test_a_repeat_across_the_edge_of_since_step_is_reported(tmp_path: Path) -> N
     ]
 
 
-@pytest.mark.slow
-def test_a_follower_attached_late_leaves_repeats_before_it_to_the_final_verdict(
-    tmp_path: Path,
+@pytest.mark.parametrize("since", [20, 30])
+def test_a_follower_attached_late_finds_the_repeats_of_contents_fed_before_it(
+    tmp_path: Path, since: int
 ) -> None:
+    """Attached at step ``since``, after the first feedings: its ledger reads the
+    committed samples before its window from the log once (the epochs from the one
+    before the window's), and each repeat it judges is found live."""
     config = dataclasses.replace(SHAPE, bug="epoch_restarted_after_resume", manifest=False)
-    followed = _follow(tmp_path / "run", config, every=2, since=20)
+    followed = _follow(tmp_path / "run", config, every=2, since=since)
     _check_agreement(followed)
-    assert not followed.online.passed()
+    (result,) = verify(followed.run.run_dir, select=["FT008"]).results
+    judged = {
+        finding(v)
+        for v in result.violations
+        if v.shown_at is not None and since <= v.shown_at <= followed.judged_live
+    }
+    assert judged and all(step < since for _, step, _ in judged)
+    assert judged <= followed.provisional
 
 
 def _loaded(session: Session) -> dict[str, list[dict]]:

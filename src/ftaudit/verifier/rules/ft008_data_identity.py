@@ -116,7 +116,7 @@ class DataIdentity(Rule):
         carried = ctx.carried(ContentLedger) if ctx.following else None
         ledger = carried.before(ctx.since) if carried is not None else None
         if ctx.scope is not None:
-            note = f"{note}; {_FOLLOWED if ledger is not None else _INCREMENTAL}"
+            note = f"{note}; {_INCREMENTAL}"
         if not len(fed):
             note = f"the run logs no sample fingerprints, nothing was compared ({note})"
             return RuleOutcome(0, tuple(out), note=note)
@@ -125,8 +125,13 @@ class DataIdentity(Rule):
         window = None
         if carried is not None:
             rows = np.flatnonzero(judged.mask & _ledger_rows(fed, ctx.since - 1))
-            window = _Window(rows, _contents(fed, rows, stream), ledger)
-            carried.saw(window.contents)
+            contents = _contents(fed, rows, stream)
+            if ledger is None and len(contents):  # attached late, or back past its epochs
+                floor = max(int(contents.epoch.min()) - 1, 0)
+                carried.refold(floor, _committed_before(ctx, stream, manifest, contents, floor))
+                ledger = carried
+            window = _Window(rows, contents, ledger)
+            carried.saw(contents)
         if manifest is not None:
             out += self._against_manifest(ctx, fed, judged.wrong, stream, manifest)
         out += self._claims(ctx, fed, judged.claims, stream)
@@ -384,7 +389,7 @@ class DataIdentity(Rule):
         chosen = _duplicate_candidates(fed, judged, stream, manifest)
         earlier = None
         if window is not None and window.ledger is not None:
-            hashes = window.ledger.holding(window.contents.mixed)
+            hashes = window.ledger.holding(window.contents)
             if hashes.size:  # a content of the window was fed before it
                 hit = window.rows[in_sorted(window.contents.mixed, hashes)]
                 chosen = np.union1d(chosen, hit)
@@ -644,13 +649,9 @@ def _saved(states: list[LoaderStateRecord]) -> dict[tuple[int, int], LoaderState
 
 _INCREMENTAL = (
     "incremental verification: the loaded steps only (repeats of a content before them are "
-    "checked by a full ft-verify; a saved loader's position where the window, or a "
-    "follower's ledger, holds the committed stream)"
-)
-_FOLLOWED = (
-    "incremental verification: the loaded steps, and for repeats of a content the "
-    "follower's ledger of the committed samples before them (a saved loader's position "
-    "where the window, or the follower's ledger, holds the committed stream)"
+    "checked by a full ft-verify, and by a follower against its ledger of the committed "
+    "samples; a saved loader's position where the window, or a follower's ledger, holds "
+    "the committed stream)"
 )
 _NO_MANIFEST = (
     "no dataset manifest: checked that every cell, attempt and incarnation fed the same "
@@ -898,6 +899,64 @@ def _ledger_rows(fed: FedSamples, edge: int) -> np.ndarray:
         again[1:] = np.all([c[1:] == c[:-1] for c in columns], axis=0)
         taken[order[again]] = False
     return np.repeat(taken, runs.length)
+
+
+def _committed_before(
+    ctx: RunContext,
+    stream: StreamMap,
+    manifest: DatasetManifest | None,
+    window: Contents,
+    floor: int,
+) -> Contents:
+    """The committed samples of epochs from ``floor`` on at the steps before the window's
+    (``since - 1``), read from the log once: a follower's ledger that did not see them
+    (a late attach; a resume back into an epoch it dropped). The steps are read back from
+    the window, twice as many each time, until they reach an earlier epoch (or step 0):
+    about the epoch's steps, judged from the window's samples per step."""
+    edge = ctx.since - 1
+    size = stream.dataset_size
+    if size is None and floor in stream.reference:
+        size = int(stream.reference[floor].items.size)
+    steps = int(window.step.max()) - int(window.step.min()) + 1
+    per_step = max((int(window.position.max()) - int(window.position.min()) + 1) // steps, 1)
+    back = max(2 * -(-(size or 0) // per_step), 2 * steps, 8)
+    while True:
+        first = max(edge - back, 0)
+        earlier = _committed_from_log(ctx, stream, manifest, first, edge)
+        if first == 0 or (len(earlier) and int(earlier.epoch.min()) < floor):
+            return earlier.take(earlier.epoch >= floor)
+        back *= 2
+
+
+def _committed_from_log(
+    ctx: RunContext, stream: StreamMap, manifest: DatasetManifest | None, first: int, edge: int
+) -> Contents:
+    """The committed samples of steps ``first .. edge - 1`` as a ledger keeps them, from
+    the segments an incremental verification of steps ``>= first`` reads."""
+    from ftaudit.eventlog.rundir import SegmentListing
+    from ftaudit.verifier.incremental import select
+    from ftaudit.verifier.session import Session
+
+    footers = ctx.footers
+    assert footers is not None and footers.listing is not None  # a follower's poll
+    listing = footers.listing
+    live = SegmentListing(listing.run_dir, listing.writers, ())
+    # the follower's footers: the declaring segments before the window are known there
+    # (a fresh cache read 5,000 footers at step 99,000 to find them again)
+    scan, scope = select(listing.run_dir, first, listing=live, cache=footers)
+    session = Session.open(listing.run_dir, scan=scan, kept=scope.kept)
+    try:
+        loaded = RunContext(session, scope)
+        fed = load_fed(loaded)
+        if not len(fed):
+            return _contents(fed, np.empty(0, dtype=np.int64), stream)
+        committed_key = np.asarray([k in loaded.committed_keys for k in fed.keys], dtype=bool)
+        judged = _judge(fed, stream, committed_key, manifest)
+        rows = np.flatnonzero(judged.mask & _ledger_rows(fed, first))
+        samples = _contents(fed, rows, stream)
+    finally:
+        session.close()
+    return samples.take(samples.step < edge)
 
 
 def _keys(samples: Contents) -> tuple[tuple[StepKey, ...], np.ndarray]:
