@@ -41,15 +41,19 @@ def _held(ledger: ContentLedger) -> set[tuple[int, int, int]]:
     }
 
 
+def _saw(ledger: ContentLedger, window: Contents) -> None:
+    ledger.saw(window, by_position=False)
+
+
 def test_a_poll_folds_the_steps_its_window_no_longer_holds() -> None:
     ledger = ContentLedger()
-    assert ledger.before(0) is ledger  # from step 0: whole
-    ledger.saw(_samples([0, 1, 2], 4, 1_000))
-    assert ledger.before(3) is ledger  # the window holds steps 2.. again
+    ledger.before(0)
+    window = _samples([0, 1, 2], 4, 1_000)
+    assert ledger.holds(window, by_position=False)  # from step 0: whole
+    _saw(ledger, window)
+    ledger.before(3)  # the window holds steps 2.. again
     assert {s for s, _, _ in _held(ledger)} == {0, 1}
-    # ranks of one cell log the same rows: they fold once
-    window = _samples([2, 3, 4], 4, 1_000)
-    ledger.saw(Contents.joined((window, window)))
+    _saw(ledger, _samples([2, 3, 4], 4, 1_000))
     ledger.before(5)
     assert sorted(_held(ledger)) == sorted({(s, s * 4 + k, 0) for s in range(4) for k in range(4)})
 
@@ -58,7 +62,7 @@ def test_a_resume_drops_the_steps_its_incarnation_runs_again() -> None:
     ledger = ContentLedger()
     ledger.before(0)
     for since in range(1, 12):
-        ledger.saw(_samples([since - 1, since], 2, 1_000))
+        _saw(ledger, _samples([since - 1, since], 2, 1_000))
         ledger.before(since + 1)
     assert max(s for s, _, _ in _held(ledger)) == 10
     ledger.before(6)  # resumed from the checkpoint at step 5: steps 5.. are run again
@@ -66,28 +70,31 @@ def test_a_resume_drops_the_steps_its_incarnation_runs_again() -> None:
     assert ledger.top == 4
 
 
-def test_lookups_find_every_folded_sample_of_a_content() -> None:
+@pytest.mark.parametrize("by_position", [False, True])
+def test_lookups_find_every_folded_sample_of_a_content(by_position: bool) -> None:
     ledger = ContentLedger()
     ledger.before(0)
     # epochs of 8 positions, one a step: each content is fed once an epoch
     for since in range(1, 40):
-        ledger.saw(_samples([since - 1], 8, 8))
+        ledger.saw(_samples([since - 1], 8, 8), by_position=by_position)
         ledger.before(since + 1)
-    assert all(np.all(lv.mixed[1:] >= lv.mixed[:-1]) for lv in ledger.levels)
-    found = ledger.holding(_samples([38], 8, 8))
-    assert found.size == 8
-    held = ledger.with_hashes(found)
-    assert held is not None and sorted(held.position.tolist()) == list(range(38 * 8, 39 * 8))
+    assert all(np.all(ledger.key(lv)[1:] >= ledger.key(lv)[:-1]) for lv in ledger.levels)
+    again = _samples([38], 8, 8)
+    found = ledger.matching(again)
+    assert found is not None
+    hit, held = found
+    assert hit.all() and sorted(held.position.tolist()) == list(range(38 * 8, 39 * 8))
     # epoch 36 is before the one before the last window's (38): dropped
-    assert ledger.holding(_samples([36], 8, 8)).size == 0
-    assert ledger.with_hashes(np.asarray([1, 2], dtype=np.uint64)) is None
+    assert ledger.matching(_samples([36], 8, 8)) is None
+    # the same contents in epoch 39: another epoch, no repeat
+    assert ledger.matching(_samples([39], 8, 8)) is None
 
 
 def test_folds_are_merged_into_few_levels() -> None:
     ledger = ContentLedger()
     ledger.before(0)
     for since in range(1, 101):
-        ledger.saw(_samples([since - 1], 4, 1_000_000))
+        _saw(ledger, _samples([since - 1], 4, 1_000_000))
         ledger.before(since + 1)
     sizes = [len(lv) for lv in ledger.levels]
     assert sum(sizes) == 100 * 4
@@ -98,7 +105,7 @@ def test_epochs_before_the_one_before_the_window_are_dropped() -> None:
     ledger = ContentLedger()
     ledger.before(0)
     for since in range(1, 20):
-        ledger.saw(_samples([since - 1], 4, 8))  # an epoch every two steps
+        _saw(ledger, _samples([since - 1], 4, 8))  # an epoch every two steps
         ledger.before(since + 1)
     epochs = {int(e) for lv in ledger.levels for e in lv.epoch}
     # the last window (step 18) is in epoch 9: epochs from 8 on are kept
@@ -106,30 +113,42 @@ def test_epochs_before_the_one_before_the_window_are_dropped() -> None:
     assert ledger.whole
 
 
-def test_a_window_back_in_an_epoch_it_dropped_makes_it_not_whole() -> None:
+def test_a_window_back_in_an_epoch_it_dropped_is_not_held() -> None:
     ledger = ContentLedger()
     ledger.before(0)
     for since in range(1, 20):
-        ledger.saw(_samples([since - 1], 4, 8))
+        _saw(ledger, _samples([since - 1], 4, 8))
         ledger.before(since + 1)
     ledger.before(3)  # resumed from step 2, in epoch 1: the ledger kept epochs 7.. only
-    ledger.saw(_samples([2, 3], 4, 8, incarnation=1))
-    assert ledger.before(4) is None
-    assert not ledger.whole
+    assert not ledger.holds(_samples([2, 3], 4, 8, incarnation=1), by_position=False)
+    assert ledger.holds(_samples([19, 20], 4, 8), by_position=False)
+
+
+def test_a_manifest_that_came_makes_it_look_up_by_position_once_refolded() -> None:
+    ledger = ContentLedger()
+    ledger.before(0)
+    _saw(ledger, _samples([0], 4, 1_000))
+    ledger.before(2)
+    window = _samples([1], 4, 1_000)
+    assert ledger.holds(window, by_position=False)
+    assert not ledger.holds(window, by_position=True)
+    ledger.refold(0, _samples([0], 4, 1_000), by_position=True)
+    assert ledger.holds(window, by_position=True)
+    found = ledger.matching(_samples([0], 4, 1_000))  # the same positions again
+    assert found is not None and found[0].all()
 
 
 @pytest.mark.parametrize("since", [2, 10])
 def test_a_follower_attached_late_has_not_seen_the_steps_before_it(since: int) -> None:
     ledger = ContentLedger()
-    assert ledger.before(since) is None
-    ledger.saw(_samples([since - 1, since], 2, 1_000))
-    assert ledger.before(since + 1) is None
+    ledger.before(since)
+    window = _samples([since - 1, since], 2, 1_000)
+    assert not ledger.holds(window, by_position=False)
     # what FT008 reads from the log once makes it whole
-    ledger.refold(0, _samples(list(range(since)), 2, 1_000))
-    assert ledger.whole and ledger.before(since + 1) is ledger
-    assert {s for s, _, _ in _held(ledger)} == set(range(since))
-    ledger.saw(_samples([since, since + 1], 2, 1_000))
-    assert ledger.before(since + 2) is ledger
+    ledger.refold(0, _samples(list(range(since - 1)), 2, 1_000), by_position=False)
+    assert ledger.holds(window, by_position=False)
+    _saw(ledger, window)
+    ledger.before(since + 2)
     assert {s for s, _, _ in _held(ledger)} == set(range(since + 1))
 
 
@@ -155,11 +174,14 @@ def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:
         for s in new:
             committed[s] = incarnation
         shown = [s for s in range(max(since - 1, 0), step + n) if s in committed]
-        parts = [_samples([s], 3, 10_000, incarnation=committed[s]) for s in shown]
-        ledger.saw(Contents.joined(parts))
+        window = Contents.joined(
+            [_samples([s], 3, 10_000, incarnation=committed[s]) for s in shown]
+        )
+        assert ledger.holds(window, by_position=False)
+        _saw(ledger, window)
         step += n
         since = step
-        assert ledger.before(since) is ledger
+        ledger.before(since)
         expected = {
             (s, s * 3 + k, i) for s, i in committed.items() if s < since - 1 for k in range(3)
         }

@@ -75,19 +75,21 @@ def _before_step(samples: Contents, edge: int) -> Contents:
     return samples.take(step < edge)
 
 
-def _merged(a: Contents, b: Contents) -> Contents:
-    joined = Contents.joined((a, b))
-    return joined.take(np.argsort(joined.mixed, kind="stable"))
-
-
 @dataclass
 class ContentLedger:
     """A follower's committed samples of the steps its windows left, by (epoch, content)."""
 
     epochs: dict[int, list[Contents]] = field(default_factory=dict)
-    """Per epoch, levels sorted by hash each, larger ones first (two of like size are
-    merged: a poll's fold costs its own samples, amortized, not the ledger's); an epoch
-    the windows have passed is dropped whole."""
+    """Per epoch, levels sorted by :meth:`key` each, larger ones first (two of like size
+    are merged: a poll's fold costs its own samples, amortized, not the ledger's); an
+    epoch the windows have passed is dropped whole."""
+    by_position: bool = False
+    """Whether the levels are sorted by position, not by (epoch, content) hash. With a
+    dataset manifest every sample compared matched its item, so a content is trained
+    twice in an epoch only where its item is: a repeat FT008 reports is one position fed
+    by two cells (two positions whose items are equal are the dataset's doing). The
+    committed stream's positions ascend, so a poll's come nearly sorted and fold at
+    little cost, where hashes need a full sort."""
     pending: Contents | None = None
     """The committed samples of the last poll's window, not folded yet."""
     top: int = -1
@@ -96,17 +98,20 @@ class ContentLedger:
     """The lowest epoch still held (earlier ones were dropped)."""
     whole: bool = True
     """Whether it holds every committed sample of the steps before the window, in the
-    epochs a window has shown since."""
+    epochs from :attr:`kept_from` on."""
     started: bool = False
 
     @property
     def levels(self) -> list[Contents]:
         return [lv for levels in self.epochs.values() for lv in levels]
 
-    def before(self, since: int) -> ContentLedger | None:
+    def key(self, samples: Contents) -> np.ndarray:
+        """What the levels are sorted and looked up by."""
+        return samples.position if self.by_position else samples.mixed
+
+    def before(self, since: int) -> None:
         """Fold what the last window held of the steps before ``since - 1`` (the new window
-        holds the rest), drop the steps a resume runs again; the ledger to compare the
-        window with, None where it is not whole."""
+        holds the rest), and drop the steps a resume runs again."""
         edge = since - 1
         if not self.started:
             self.started, self.whole = True, edge <= 0  # attached late: steps unseen
@@ -120,52 +125,60 @@ class ContentLedger:
                 if (kept := [k for lv in levels if len(k := lv.take(lv.step < edge))])
             }
             self.top = max((int(lv.step.max()) for lv in self.levels), default=-1)
-        return self if self.whole else None
 
-    def refold(self, floor: int, earlier: Contents) -> None:
+    def holds(self, window: Contents, *, by_position: bool) -> bool:
+        """Whether it holds every committed sample before ``window`` of the window's
+        epochs, looked up as asked (not: attached late, a resume back into an epoch it
+        dropped, a manifest that came or went)."""
+        if not len(window):
+            return True
+        same = by_position == self.by_position or not self.epochs
+        return self.whole and same and int(window.epoch.min()) >= self.kept_from
+
+    def refold(self, floor: int, earlier: Contents, *, by_position: bool) -> None:
         """Start again from ``earlier``: every committed sample of epochs from ``floor`` on
-        at the steps before the window, read from the log (a late attach, a resume back
-        into an epoch the ledger dropped)."""
+        at the steps before the window, read from the log."""
         self.epochs, self.pending, self.top = {}, None, -1
-        self.kept_from, self.whole = floor, True
+        self.kept_from, self.whole, self.by_position = floor, True, by_position
         self._add(earlier)
 
-    def saw(self, window: Contents) -> None:
+    def saw(self, window: Contents, *, by_position: bool) -> None:
         """Keep the window's committed samples of the steps from ``since - 1`` on (one row
         per feeding of a position by a cell in an attempt) for the next poll's fold; drop
         the epochs before the one before its lowest (no later window repeats a content
         there, but a resume back over one epoch's edge)."""
         if not len(window):
             return
-        low = int(window.epoch.min())
-        if low < self.kept_from:
-            self.whole = False  # a resume went back to an epoch the ledger dropped
-        floor = low - 1
+        if not self.epochs:
+            self.by_position = by_position
+        floor = int(window.epoch.min()) - 1
         if floor > self.kept_from:
             self.epochs = {e: levels for e, levels in self.epochs.items() if e >= floor}
             self.kept_from = floor
         self.pending = window
 
-    def holding(self, window: Contents) -> np.ndarray:
-        """The distinct hashes of the ``window``'s samples that some folded sample of the
-        same epoch has, ascending."""
-        lo, hi = int(window.epoch.min(initial=0)), int(window.epoch.max(initial=-1))
+    def matching(self, window: Contents) -> tuple[np.ndarray, Contents] | None:
+        """The samples of ``window`` whose key some folded sample of their epoch has (a
+        mask), and those folded samples; None: no such sample."""
+        if not len(window):
+            return None
+        lo, hi = int(window.epoch.min()), int(window.epoch.max())
         levels = [lv for e, held in self.epochs.items() if lo <= e <= hi for lv in held]
-        if not levels:
-            return np.empty(0, dtype=np.uint64)
+        keys = self.key(window)
         # sorted, each binary search starts where the last one ended: 2-3x faster
-        mixed = np.sort(window.mixed)
-        return unique_sorted(np.concatenate([mixed[in_sorted(mixed, lv.mixed)] for lv in levels]))
-
-    def with_hashes(self, hashes: np.ndarray) -> Contents | None:
-        """Every folded sample whose hash is one of ``hashes`` (ascending; None: none)."""
+        needles = np.sort(keys)
+        found = [needles[in_sorted(needles, self.key(lv))] for lv in levels]
+        hits = unique_sorted(np.concatenate(found)) if found else needles[:0]
+        if not hits.size:
+            return None
         parts = []
-        for lv in self.levels:
-            lo = np.searchsorted(lv.mixed, hashes, side="left")
-            hi = np.searchsorted(lv.mixed, hashes, side="right")
-            if (hi > lo).any():
-                parts.append(lv.take(concat_ranges(lo, hi - lo)))
-        return Contents.joined(parts) if parts else None
+        for lv in levels:
+            held = self.key(lv)
+            first = np.searchsorted(held, hits, side="left")
+            count = np.searchsorted(held, hits, side="right") - first
+            if count.any():
+                parts.append(lv.take(concat_ranges(first, count)))
+        return in_sorted(keys, hits), Contents.joined(parts)
 
     def _add(self, new: Contents) -> None:
         if not len(new):
@@ -175,7 +188,11 @@ class ContentLedger:
         for epoch in epochs.tolist():
             part = new if epochs.size == 1 else new.take(new.epoch == epoch)
             levels = self.epochs.setdefault(epoch, [])
-            levels.append(part.take(np.argsort(part.mixed)))
+            levels.append(part.take(np.argsort(self.key(part), kind="stable")))
             while len(levels) > 1 and len(levels[-2]) <= 2 * len(levels[-1]):
                 last = levels.pop()
-                levels.append(_merged(levels.pop(), last))
+                levels.append(self._merged(levels.pop(), last))
+
+    def _merged(self, a: Contents, b: Contents) -> Contents:
+        joined = Contents.joined((a, b))
+        return joined.take(np.argsort(self.key(joined), kind="stable"))

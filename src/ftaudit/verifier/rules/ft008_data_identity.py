@@ -114,7 +114,8 @@ class DataIdentity(Rule):
             # a saved loader is checked where the window or the follower's ledger has it
             out += self._saved_positions(ctx, saved, stream, high)
         carried = ctx.carried(ContentLedger) if ctx.following else None
-        ledger = carried.before(ctx.since) if carried is not None else None
+        if carried is not None:
+            carried.before(ctx.since)
         if ctx.scope is not None:
             note = f"{note}; {_INCREMENTAL}"
         if not len(fed):
@@ -126,12 +127,13 @@ class DataIdentity(Rule):
         if carried is not None:
             rows = np.flatnonzero(judged.mask & _ledger_rows(fed, ctx.since - 1))
             contents = _contents(fed, rows, stream)
-            if ledger is None and len(contents):  # attached late, or back past its epochs
+            by_position = manifest is not None
+            if not carried.holds(contents, by_position=by_position):
                 floor = max(int(contents.epoch.min()) - 1, 0)
-                carried.refold(floor, _committed_before(ctx, stream, manifest, contents, floor))
-                ledger = carried
-            window = _Window(rows, contents, ledger)
-            carried.saw(contents)
+                earlier = _committed_before(ctx, stream, manifest, contents, floor)
+                carried.refold(floor, earlier, by_position=by_position)
+            window = _Window(rows, contents, carried)
+            carried.saw(contents, by_position=by_position)
         if manifest is not None:
             out += self._against_manifest(ctx, fed, judged.wrong, stream, manifest)
         out += self._claims(ctx, fed, judged.claims, stream)
@@ -388,12 +390,10 @@ class DataIdentity(Rule):
         (for a follower, also with the samples of its ledger: ``window``)."""
         chosen = _duplicate_candidates(fed, judged, stream, manifest)
         earlier = None
-        if window is not None and window.ledger is not None:
-            hashes = window.ledger.holding(window.contents)
-            if hashes.size:  # a content of the window was fed before it
-                hit = window.rows[in_sorted(window.contents.mixed, hashes)]
-                chosen = np.union1d(chosen, hit)
-                earlier = window.ledger.with_hashes(hashes)
+        found = window.ledger.matching(window.contents) if window is not None else None
+        if found is not None:  # a content of the window was fed before it
+            hit, earlier = found
+            chosen = np.union1d(chosen, window.rows[hit])
         if chosen.size == 0:
             return []
         samples = _contents(fed, chosen, stream)
@@ -688,13 +688,13 @@ class _Samples:
 
 @dataclass(frozen=True)
 class _Window:
-    """A follower's poll: the loaded committed samples that FT008 looks for repeats
-    among (:attr:`rows`, ascending, and their :class:`Contents`), and the ledger of those
-    before the window (None where it does not hold them all)."""
+    """A follower's poll: the loaded committed samples of the steps its ledger does
+    not hold (:attr:`rows`, ascending, and their :class:`Contents`), and the ledger of
+    those before them."""
 
     rows: np.ndarray
     contents: Contents
-    ledger: ContentLedger | None
+    ledger: ContentLedger
 
 
 @dataclass(frozen=True)
