@@ -5,10 +5,18 @@ each new window, less the steps a resume runs again."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from ftaudit.synth import synthesize
+from ftaudit.verifier.context import RunContext
+from ftaudit.verifier.fed import load_fed
 from ftaudit.verifier.rules.content_ledger import ContentLedger, Contents, mix
+from ftaudit.verifier.rules.ft008_data_identity import _ledger_rows
+from ftaudit.verifier.session import Session
+from tests.support.synth_runs import small_synth
 
 
 def _samples(steps: list[int], per_step: int, epoch_of: int, *, incarnation: int = 0) -> Contents:
@@ -78,7 +86,8 @@ def test_lookups_find_every_folded_sample_of_a_content(by_position: bool) -> Non
     for since in range(1, 40):
         ledger.saw(_samples([since - 1], 8, 8), by_position=by_position)
         ledger.before(since + 1)
-    assert all(np.all(ledger.key(lv)[1:] >= ledger.key(lv)[:-1]) for lv in ledger.levels)
+    if not by_position:  # by hash, each level is sorted; by position, as it came
+        assert all(np.all(lv.mixed[1:] >= lv.mixed[:-1]) for lv in ledger.levels)
     again = _samples([38], 8, 8)
     found = ledger.matching(again)
     assert found is not None
@@ -152,7 +161,8 @@ def test_a_follower_attached_late_has_not_seen_the_steps_before_it(since: int) -
     assert {s for s, _, _ in _held(ledger)} == set(range(since + 1))
 
 
-def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:
+@pytest.mark.parametrize("by_position", [False, True])
+def test_random_polls_and_resumes_hold_what_the_definition_says(by_position: bool) -> None:
     """Polls every 1-3 steps, windows from the step before, resumes from a random earlier
     step: the ledger holds the samples of every step before the window's edge, of the
     incarnation that committed it last."""
@@ -177,8 +187,8 @@ def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:
         window = Contents.joined(
             [_samples([s], 3, 10_000, incarnation=committed[s]) for s in shown]
         )
-        assert ledger.holds(window, by_position=False)
-        _saw(ledger, window)
+        assert ledger.holds(window, by_position=by_position)
+        ledger.saw(window, by_position=by_position)
         step += n
         since = step
         ledger.before(since)
@@ -186,3 +196,30 @@ def test_random_polls_and_resumes_hold_what_the_definition_says() -> None:
             (s, s * 3 + k, i) for s, i in committed.items() if s < since - 1 for k in range(3)
         }
         assert _held(ledger) == expected
+        # a repeat of every window position (by position) or content (by hash) is found
+        again = _samples(sorted({s for s, _, _ in expected})[-2:], 3, 10_000)
+        found = ledger.matching(again)
+        assert (found is not None) == bool(expected)
+        assert found is None or found[0].all()
+
+
+def test_the_ranks_of_one_cell_are_taken_in_once(tmp_path: Path) -> None:
+    """Every rank of a cell logs the cell's rows: the ledger takes each feeding once, and
+    only the steps from the window's edge on."""
+    run = synthesize(tmp_path / "run", small_synth(6, ranks=3, retries=1)).run_dir
+    with Session.open(run) as session:
+        fed = load_fed(RunContext(session))
+        taken = _ledger_rows(fed, 0)
+        assert len(fed) == 3 * int(taken.sum())
+        # the same positions, attempts and cells as every rank fed
+        at = fed.spelled(np.flatnonzero(taken))
+        every = fed.spelled(np.arange(len(fed)))
+        once = set(zip(at.key.tolist(), at.cell.tolist(), at.position.tolist(), strict=True))
+        assert len(once) == at.key.size
+        assert once == set(
+            zip(every.key.tolist(), every.cell.tolist(), every.position.tolist(), strict=True)
+        )
+        steps = np.asarray([s for _, s, _ in fed.keys])[at.key]
+        later = fed.spelled(np.flatnonzero(_ledger_rows(fed, 3)))
+        assert set(np.asarray([s for _, s, _ in fed.keys])[later.key].tolist()) == {3, 4, 5}
+        assert int(_ledger_rows(fed, 3).sum()) == int((steps >= 3).sum())

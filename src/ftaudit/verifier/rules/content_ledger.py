@@ -75,21 +75,53 @@ def _before_step(samples: Contents, edge: int) -> Contents:
     return samples.take(step < edge)
 
 
+@dataclass(frozen=True)
+class _Level:
+    """Folded samples of one epoch, with the key they are looked up by: sorted by it, or
+    (by position) as they came, which a poll's samples nearly are."""
+
+    samples: Contents
+    key: np.ndarray
+    low: int
+    high: int
+    ordered: bool
+    """Whether :attr:`key` ascends."""
+
+    @staticmethod
+    def of(samples: Contents, key: np.ndarray, *, ordered: bool) -> _Level:
+        if ordered:
+            return _Level(samples, key, int(key[0]), int(key[-1]), True)
+        return _Level(samples, key, int(key.min()), int(key.max()), False)
+
+    def kept(self, rows: np.ndarray) -> _Level | None:
+        samples, key = self.samples.take(rows), self.key[rows]
+        return _Level.of(samples, key, ordered=self.ordered) if key.size else None
+
+    def in_order(self) -> tuple[Contents, np.ndarray]:
+        """Its samples and keys sorted by key (a search of an unordered level is rare: a
+        repeated position, or a resume that replays one)."""
+        if self.ordered:
+            return self.samples, self.key
+        order = np.argsort(self.key, kind="stable")
+        return self.samples.take(order), self.key[order]
+
+
 @dataclass
 class ContentLedger:
     """A follower's committed samples of the steps its windows left, by (epoch, content)."""
 
-    epochs: dict[int, list[Contents]] = field(default_factory=dict)
-    """Per epoch, levels sorted by :meth:`key` each, larger ones first (two of like size
-    are merged: a poll's fold costs its own samples, amortized, not the ledger's); an
-    epoch the windows have passed is dropped whole."""
+    epochs: dict[int, list[_Level]] = field(default_factory=dict)
+    """Per epoch, its levels (by hash: larger ones first, two of like size merged, so a
+    poll's fold costs its own samples, amortized, not the ledger's; by position: one a
+    poll, as it came); an epoch the windows have passed is dropped whole."""
     by_position: bool = False
-    """Whether the levels are sorted by position, not by (epoch, content) hash. With a
+    """Whether samples are looked up by position, not by (epoch, content) hash. With a
     dataset manifest every sample compared matched its item, so a content is trained
     twice in an epoch only where its item is: a repeat FT008 reports is one position fed
     by two cells (two positions whose items are equal are the dataset's doing). The
-    committed stream's positions ascend, so a poll's come nearly sorted and fold at
-    little cost, where hashes need a full sort."""
+    committed stream's positions ascend, so a window's lie past every folded one but
+    where a position is fed again: a level is searched only then, and nothing is sorted
+    at a fold (hashes need a full sort)."""
     pending: Contents | None = None
     """The committed samples of the last poll's window, not folded yet."""
     top: int = -1
@@ -103,10 +135,11 @@ class ContentLedger:
 
     @property
     def levels(self) -> list[Contents]:
-        return [lv for levels in self.epochs.values() for lv in levels]
+        """Every folded sample, level by level."""
+        return [lv.samples for levels in self.epochs.values() for lv in levels]
 
     def key(self, samples: Contents) -> np.ndarray:
-        """What the levels are sorted and looked up by."""
+        """What samples are looked up by."""
         return samples.position if self.by_position else samples.mixed
 
     def before(self, since: int) -> None:
@@ -122,7 +155,7 @@ class ContentLedger:
             self.epochs = {
                 epoch: kept
                 for epoch, levels in self.epochs.items()
-                if (kept := [k for lv in levels if len(k := lv.take(lv.step < edge))])
+                if (kept := [k for lv in levels if (k := lv.kept(lv.samples.step < edge))])
             }
             self.top = max((int(lv.step.max()) for lv in self.levels), default=-1)
 
@@ -163,36 +196,49 @@ class ContentLedger:
         if not len(window):
             return None
         lo, hi = int(window.epoch.min()), int(window.epoch.max())
-        levels = [lv for e, held in self.epochs.items() if lo <= e <= hi for lv in held]
         keys = self.key(window)
+        first, last = int(keys.min()), int(keys.max())
+        searched = [
+            lv.in_order()
+            for e, levels in self.epochs.items()
+            if lo <= e <= hi
+            for lv in levels
+            if lv.low <= last and first <= lv.high
+        ]
+        if not searched:  # by position, the usual case: the window's lie past them all
+            return None
         # sorted, each binary search starts where the last one ended: 2-3x faster
         needles = np.sort(keys)
-        found = [needles[in_sorted(needles, self.key(lv))] for lv in levels]
-        hits = unique_sorted(np.concatenate(found)) if found else needles[:0]
+        hits = unique_sorted(
+            np.concatenate([needles[in_sorted(needles, key)] for _, key in searched])
+        )
         if not hits.size:
             return None
         parts = []
-        for lv in levels:
-            held = self.key(lv)
-            first = np.searchsorted(held, hits, side="left")
-            count = np.searchsorted(held, hits, side="right") - first
+        for samples, key in searched:
+            start = np.searchsorted(key, hits, side="left")
+            count = np.searchsorted(key, hits, side="right") - start
             if count.any():
-                parts.append(lv.take(concat_ranges(first, count)))
+                parts.append(samples.take(concat_ranges(start, count)))
         return in_sorted(keys, hits), Contents.joined(parts)
 
     def _add(self, new: Contents) -> None:
         if not len(new):
             return
         self.top = max(self.top, int(new.step.max()))
-        epochs = np.unique(new.epoch)  # a poll's samples span an epoch or two
-        for epoch in epochs.tolist():
-            part = new if epochs.size == 1 else new.take(new.epoch == epoch)
+        lo, hi = int(new.epoch.min()), int(new.epoch.max())  # a poll spans an epoch or two
+        for epoch in range(lo, hi + 1):
+            part = new if lo == hi else new.take(new.epoch == epoch)
+            if not len(part):
+                continue
             levels = self.epochs.setdefault(epoch, [])
-            levels.append(part.take(np.argsort(self.key(part), kind="stable")))
-            while len(levels) > 1 and len(levels[-2]) <= 2 * len(levels[-1]):
-                last = levels.pop()
-                levels.append(self._merged(levels.pop(), last))
-
-    def _merged(self, a: Contents, b: Contents) -> Contents:
-        joined = Contents.joined((a, b))
-        return joined.take(np.argsort(self.key(joined), kind="stable"))
+            if self.by_position:
+                levels.append(_Level.of(part, part.position, ordered=False))
+                continue
+            part = part.take(np.argsort(part.mixed))
+            levels.append(_Level.of(part, part.mixed, ordered=True))
+            while len(levels) > 1 and len(levels[-2].key) <= 2 * len(levels[-1].key):
+                last = levels.pop().samples
+                joined = Contents.joined((levels.pop().samples, last))
+                joined = joined.take(np.argsort(joined.mixed, kind="stable"))
+                levels.append(_Level.of(joined, joined.mixed, ordered=True))

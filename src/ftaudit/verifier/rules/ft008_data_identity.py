@@ -962,12 +962,18 @@ def _committed_from_log(
 def _keys(samples: Contents) -> tuple[tuple[StepKey, ...], np.ndarray]:
     """The attempts ``samples`` name, ascending as the fed rows are numbered, and each
     sample's index into them."""
-    triples = np.stack((samples.incarnation, samples.step, samples.attempt), axis=1)
-    unique, key = np.unique(triples, axis=0, return_inverse=True)
+    inc, step, attempt = samples.incarnation, samples.step, samples.attempt
+    order = np.lexsort((attempt, step, inc))
+    columns = (inc[order], step[order], attempt[order])
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = np.any([c[1:] != c[:-1] for c in columns], axis=0)
+    key = np.empty(order.size, dtype=np.int64)
+    key[order] = np.cumsum(new) - 1
     keys = tuple(
-        (int(i), int(s), None if a == NO_ATTEMPT else int(a)) for i, s, a in unique.tolist()
+        (int(i), int(s), None if a == NO_ATTEMPT else int(a))
+        for i, s, a in zip(*(c[new].tolist() for c in columns), strict=True)
     )
-    return keys, key.reshape(-1)
+    return keys, key
 
 
 def _positions_text(positions: np.ndarray, limit: int = 12) -> str:
