@@ -5,8 +5,9 @@ cells). Offline every committed sample is loaded. A follower's poll loads the tr
 rows from the step before the first one it judges (``since - 1``) on, so a content fed
 again later than that would be found by the final verdict only. Its
 :class:`ContentLedger` keeps the committed samples each poll saw; at the next poll, those
-of the steps the new window no longer holds are folded into sorted levels, and the
-window's samples are looked up there by their (epoch, content) hash.
+of the steps the new window no longer holds are folded into levels, and the window's
+samples are looked up there: by their (epoch, content) hash, or by position where the
+run has a dataset manifest (:attr:`ContentLedger.by_position`).
 
 What it holds is bounded by the dataset: a repeat is one within an epoch, so only the
 epochs from the one before the window's lowest on are kept, one entry per position,
