@@ -53,6 +53,18 @@ def _saw(ledger: ContentLedger, window: Contents) -> None:
     ledger.saw(window, by_position=False)
 
 
+def _polled(
+    steps: int, per_step: int, epoch_of: int, *, by_position: bool = False
+) -> ContentLedger:
+    """A ledger after a poll at every step ``1 .. steps``, each window one new step."""
+    ledger = ContentLedger()
+    ledger.before(0)
+    for since in range(1, steps + 1):
+        ledger.saw(_samples([since - 1], per_step, epoch_of), by_position=by_position)
+        ledger.before(since + 1)
+    return ledger
+
+
 def test_a_poll_folds_the_steps_its_window_no_longer_holds() -> None:
     ledger = ContentLedger()
     ledger.before(0)
@@ -80,12 +92,8 @@ def test_a_resume_drops_the_steps_its_incarnation_runs_again() -> None:
 
 @pytest.mark.parametrize("by_position", [False, True])
 def test_lookups_find_every_folded_sample_of_a_content(by_position: bool) -> None:
-    ledger = ContentLedger()
-    ledger.before(0)
     # epochs of 8 positions, one a step: each content is fed once an epoch
-    for since in range(1, 40):
-        ledger.saw(_samples([since - 1], 8, 8), by_position=by_position)
-        ledger.before(since + 1)
+    ledger = _polled(39, 8, 8, by_position=by_position)
     if not by_position:  # by hash, each level is sorted; by position, as it came
         assert all(np.all(lv.mixed[1:] >= lv.mixed[:-1]) for lv in ledger.levels)
     again = _samples([38], 8, 8)
@@ -100,22 +108,14 @@ def test_lookups_find_every_folded_sample_of_a_content(by_position: bool) -> Non
 
 
 def test_folds_are_merged_into_few_levels() -> None:
-    ledger = ContentLedger()
-    ledger.before(0)
-    for since in range(1, 101):
-        _saw(ledger, _samples([since - 1], 4, 1_000_000))
-        ledger.before(since + 1)
+    ledger = _polled(100, 4, 1_000_000)
     sizes = [len(lv) for lv in ledger.levels]
     assert sum(sizes) == 100 * 4
     assert sizes == sorted(sizes, reverse=True) and len(sizes) <= 8, sizes
 
 
 def test_epochs_before_the_one_before_the_window_are_dropped() -> None:
-    ledger = ContentLedger()
-    ledger.before(0)
-    for since in range(1, 20):
-        _saw(ledger, _samples([since - 1], 4, 8))  # an epoch every two steps
-        ledger.before(since + 1)
+    ledger = _polled(19, 4, 8)  # an epoch every two steps
     epochs = {int(e) for lv in ledger.levels for e in lv.epoch}
     # the last window (step 18) is in epoch 9: epochs from 8 on are kept
     assert min(epochs) >= ledger.kept_from == 8
@@ -123,11 +123,7 @@ def test_epochs_before_the_one_before_the_window_are_dropped() -> None:
 
 
 def test_a_window_back_in_an_epoch_it_dropped_is_not_held() -> None:
-    ledger = ContentLedger()
-    ledger.before(0)
-    for since in range(1, 20):
-        _saw(ledger, _samples([since - 1], 4, 8))
-        ledger.before(since + 1)
+    ledger = _polled(19, 4, 8)
     ledger.before(3)  # resumed from step 2, in epoch 1: the ledger kept epochs 7.. only
     assert not ledger.holds(_samples([2, 3], 4, 8, incarnation=1), by_position=False)
     assert ledger.holds(_samples([19, 20], 4, 8), by_position=False)
