@@ -212,9 +212,7 @@ class SampleExactlyOnce(Rule):
         if not trained:  # committed steps of no samples: nothing lies below a highest index
             return []
         top = int(trained.ends[-1])
-        # incremental: only the loaded steps' samples are known; earlier ones were checked
-        bottom = 0 if ctx.scope is None else int(trained.starts[0])
-        skipped = Spans.of([bottom], [top]) - trained
+        skipped = Spans.of([_bottom(ctx, committed, trained)], [top]) - trained
         if not skipped:
             return []
         shown = skipped.head(MAX_IDS)
@@ -282,6 +280,19 @@ class SampleExactlyOnce(Rule):
                 )
             )
         return out
+
+
+def _bottom(ctx: RunContext, committed: list[Allocation], trained: Spans) -> int:
+    """Where holes in the committed stream are looked for from: 0, or in an incremental
+    verification where the stream stood before the judged steps (the end of the loaded
+    committed steps before ``since``; earlier holes were the earlier checks'), else the
+    lowest loaded sample. A step that jumps back below the loaded steps (a replay of
+    samples long trained) does not make the stream between look unread."""
+    if ctx.scope is None:
+        return 0
+    ends = [_sample_spans(a)[1] for a in committed if a.step < ctx.since]
+    before = [int(e.max()) for e in ends if e.size]
+    return max(before) if before else int(trained.starts[0])
 
 
 _UNDECLARED = (
