@@ -868,10 +868,7 @@ def _contents(fed: FedSamples, rows: np.ndarray, stream: StreamMap) -> Contents:
     """The fed samples ``rows`` as FT008 compares them."""
     at = fed.spelled(rows)
     epoch, _, items = _place(stream, at.position, at.claimed_item)
-    triples = np.asarray(
-        [(i, s, NO_ATTEMPT if a is None else a) for i, s, a in fed.keys] or [(0, 0, 0)],
-        dtype=np.int64,
-    )[at.key]
+    triples = _key_columns(fed)[at.key]
     return Contents(
         mix(epoch, at.fingerprint),
         epoch,
@@ -885,13 +882,19 @@ def _contents(fed: FedSamples, rows: np.ndarray, stream: StreamMap) -> Contents:
     )
 
 
+def _key_columns(fed: FedSamples) -> np.ndarray:
+    """Each attempt of :attr:`FedSamples.keys` as a row of incarnation, step and attempt
+    (:data:`NO_ATTEMPT` where it has none)."""
+    rows = [(i, s, NO_ATTEMPT if a is None else a) for i, s, a in fed.keys]
+    return np.asarray(rows or [(0, 0, 0)], dtype=np.int64)
+
+
 def _ledger_rows(fed: FedSamples, edge: int) -> np.ndarray:
     """Per sample: whether a follower's ledger takes it in. Those of steps from ``edge``
     on (it holds the earlier ones, which a window may hold again), each position an
     attempt's cell fed once (the ranks of one cell log the same rows)."""
     runs = fed.runs
-    steps = np.asarray([step for _, step, _ in fed.keys] or [0], dtype=np.int64)
-    taken = steps[runs.key] >= edge
+    taken = _key_columns(fed)[runs.key, 1] >= edge
     if runs.key.size > 1:
         order = np.lexsort((runs.first, runs.length, runs.start, runs.cell, runs.key))
         columns = (runs.key[order], runs.cell[order], runs.start[order], runs.length[order])
