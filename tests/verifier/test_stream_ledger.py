@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ftaudit.eventlog import IntRuns
 from ftaudit.verifier import Report, verify
 from ftaudit.verifier.context import Allocation
 from ftaudit.verifier.online import OnlineVerifier
-from ftaudit.verifier.rules.stream_ledger import StreamLedger
+from ftaudit.verifier.rules.stream_ledger import StreamLedger, TrainedSpans
+from ftaudit.verifier.spans import Spans
 from tests.support.builder import RunBuilder
 
 STEPS = 16
@@ -96,7 +98,7 @@ def test_a_follower_attached_late_reads_the_fold_from_the_log_once(
     live = [v.location.step for v in online.violations if v.kind == "loader_state_wrong"]
     assert live == ([] if wrong_at is None else [wrong_at])
     ledger = online._cache.states[StreamLedger]
-    assert ledger.whole and ledger.folded_upto > 0
+    assert ledger.started and ledger.folded_upto > 0
     assert online.poll().finished and online.final is not None
     assert _wrong(online.final) == _wrong(verify(tmp_path / "run", select=["FT008"]))
 
@@ -106,9 +108,9 @@ def test_a_resume_from_before_the_fold_reads_it_from_the_log_once(
     tmp_path: Path, wrong: bool
 ) -> None:
     """The run resumes from checkpoint 3, long after its window left it: the window moves
-    back into the ledger's fold, which is read again from the log (the abandoned steps
-    after 3 no longer count), and the loader the resumed incarnation saves with
-    checkpoint 7 is judged live."""
+    back into the ledger's fold, which drops the steps the window holds again (the
+    abandoned steps after 3 no longer count), and the loader the resumed incarnation saves
+    with checkpoint 7 is judged live."""
     online = OnlineVerifier(tmp_path / "run", select=["FT008"])
     folds: list[int] = []
     poll = _polling(online, folds)
@@ -150,40 +152,65 @@ def test_since_step_checks_a_saved_loader_only_where_every_driver_is_loaded(
     assert _wrong(verify(tmp_path / "run", select=["FT008"], since_step=2)) == [11]
 
 
-def _alloc(incarnation: int, step: int, first: int, n: int = PER_STEP) -> Allocation:
-    runs = IntRuns(starts=[first], lengths=[n])
-    return Allocation(0, incarnation, step, 0, n, first + n, runs, runs, IntRuns(), 0, "d", "s")
+def _spans(*allocations: tuple[int, int, int]) -> TrainedSpans:
+    """The committed spans of allocations of (incarnation, step, first sample), three
+    samples each."""
+    runs = [IntRuns(starts=[first], lengths=[PER_STEP]) for _, _, first in allocations]
+    return TrainedSpans.of(
+        [
+            Allocation(0, inc, step, 0, PER_STEP, first + PER_STEP, r, r, IntRuns(), 0, "d", "s")
+            for (inc, step, first), r in zip(allocations, runs, strict=True)
+        ]
+    )
 
 
 def test_the_ledger_folds_the_steps_its_window_left() -> None:
     ledger = StreamLedger()
-    ledger.take(0, [_alloc(0, s, 3 * s) for s in range(4)])
-    ledger.take(2, [_alloc(0, s, 3 * s) for s in range(2, 6)])
-    assert ledger.whole and ledger.folded_upto == 2 and ledger.folded_max == 5
+    ledger.take(0, _spans(*((0, s, 3 * s) for s in range(4))))
+    ledger.take(2, _spans(*((0, s, 3 * s) for s in range(2, 6))))
+    assert ledger.folded_upto == 2 and ledger.covered == Spans.of([0], [6])
     assert ledger.high(0, 3) == 11
-    assert ledger.high(0, 1) is None  # folded together with step 1's successors
+    assert ledger.high(0, 1) == 5  # a folded step: the fold keeps every step's spans
     # a resume re-committed step 5: the checkpoint's steps are not all of one incarnation
-    ledger.take(2, [*(_alloc(0, s, 3 * s) for s in range(2, 6)), _alloc(1, 5, 15)])
+    ledger.take(2, _spans(*((0, s, 3 * s) for s in range(2, 6)), (1, 5, 15)))
     assert ledger.high(0, 5) is None
-    # the fold keeps the largest position, not the last step's
+    # the largest position, not the last step's
     unordered = StreamLedger()
-    unordered.take(0, [_alloc(0, 0, 30), _alloc(0, 1, 0), _alloc(0, 2, 3)])
-    unordered.take(2, [_alloc(0, 2, 3)])
-    assert unordered.folded_max == 32 and unordered.high(0, 2) == 32
+    unordered.take(0, _spans((0, 0, 30), (0, 1, 0), (0, 2, 3)))
+    unordered.take(2, _spans((0, 2, 3)))
+    assert unordered.high(0, 2) == 32 and unordered.high(0, 1) == 32
 
 
-def test_a_window_moved_back_into_the_fold_or_a_late_attach_is_behind_the_ledger() -> None:
+def test_a_window_moved_back_drops_the_fold_it_holds_again_and_a_late_attach_is_behind() -> None:
     moved_back = StreamLedger()
-    moved_back.take(0, [_alloc(0, 0, 0)])
-    moved_back.take(4, [_alloc(0, 4, 12)])
-    moved_back.take(2, [_alloc(1, 3, 9)])  # a resume from a checkpoint before T
-    assert not moved_back.whole
+    moved_back.take(0, _spans((0, 0, 0)))
+    moved_back.take(4, _spans((0, 4, 12)))
+    moved_back.take(2, _spans((1, 3, 9)))  # a resume from a checkpoint before T
+    assert moved_back.all_folded().step.tolist() == [0] and moved_back.high(1, 3) == 11
     late = StreamLedger()
-    assert late.behind(5)
-    late.take(5, [_alloc(0, 6, 18)])
-    assert not late.whole
+    assert late.behind(5) and not StreamLedger().behind(0)
     # what a follower does: the fold before the window read from the log
-    late.refold(5, 14)
-    late.take(5, [_alloc(0, 6, 18)])
-    assert late.whole and late.high(0, 6) == 20 and not late.behind(5)
-    assert moved_back.behind(2) and not StreamLedger().behind(0)
+    late.refold(5, _spans(*((0, s, 3 * s) for s in range(5))))
+    late.take(5, _spans((0, 6, 18)))
+    assert late.high(0, 6) == 20 and late.high(0, 2) == 8 and not late.behind(5)
+
+
+def _rows(rows: list[tuple[int, int, int]]) -> TrainedSpans:
+    """Spans of (start, end, step), attempt 0, incarnation 0."""
+    start, end, step = (np.asarray(c, dtype=np.int64) for c in zip(*rows, strict=True))
+    zero = np.zeros_like(step)
+    return TrainedSpans(start, end, step, zero, zero)
+
+
+def test_the_ledger_folds_poll_after_poll_and_looks_up_what_a_window_trained_again() -> None:
+    ledger = StreamLedger()
+    stream = [(3 * s, 3 * s + 3, s) for s in range(40)]
+    for lookback in range(0, 30, 3):  # a poll every 3 steps, the window 10 steps long
+        ledger.take(lookback, _rows([r for r in stream if r[2] < lookback + 10]))
+        assert sorted(ledger.all_folded().step.tolist()) == list(range(lookback))
+        assert ledger.covered == Spans.of([0], [3 * lookback])
+    assert len(ledger.folded) == 1
+    hits = ledger.trained_before(Spans.of([10, 40], [11, 100]))
+    assert hits.step.tolist() == [3, *range(13, 27)]
+    assert len(ledger.trained_before(Spans.of([81], [200]))) == 0  # after the fold
+    assert ledger.high(0, 5) == 17 and ledger.high(0, 30) == 92 and ledger.high(1, 30) is None

@@ -49,6 +49,13 @@ BUGS: tuple[SynthBug, ...] = (
         "the data loader hands one step a sample the previous step already trained",
     ),
     SynthBug(
+        "stream_jumps_back",
+        "FT005",
+        "the data loader's cursor jumps back half the run at the bug step (a shard cursor "
+        "reset to a stale offset) and reads on from there: the samples of steps long "
+        "committed are trained again",
+    ),
+    SynthBug(
         "checksum_mismatch",
         "FT006",
         "the last cell's rank 0 holds different weights from cell 0 after one step",

@@ -74,6 +74,10 @@ PARAMETERS = (("layers.0.weight", [64, 64]), ("layers.0.bias", [64]), ("head.wei
 INSTANCES = ("chunk0.head", "chunk0.tail")
 
 
+_NEEDS_A_STEP_BEFORE = ("skipped_step", "sample_twice", "stream_jumps_back")
+"""The bugs that act on a step before the bug step's."""
+
+
 @dataclass(frozen=True)
 class SynthConfig:
     """The shape of a synthetic run."""
@@ -147,7 +151,7 @@ class SynthConfig:
                 raise UsageError(f"the {bug.name} bug needs at least 2 cells")
             if bug.rule == "FT008" and not self.fingerprints:
                 raise UsageError(f"the {bug.name} bug needs fingerprints (FT008 checks them)")
-            if bug.name in ("skipped_step", "sample_twice") and self.steps < 3:
+            if bug.name in _NEEDS_A_STEP_BEFORE and self.steps < 3:
                 raise UsageError(f"the {bug.name} bug needs at least 3 steps")
             if bug.needs_restart and self.steps < 4:
                 raise UsageError(f"the {bug.name} bug needs at least 4 steps (a restart)")
@@ -210,7 +214,7 @@ def plan(config: SynthConfig) -> _Plan:
                 raise UsageError(f"the {bug.name} bug needs a restart: use more steps")
             bug_step = final_first
         else:
-            floor = 1 if bug.name in ("skipped_step", "sample_twice") else 0
+            floor = 1 if bug.name in _NEEDS_A_STEP_BEFORE else 0
             default = max(final_first, floor, config.steps - 3)
             bug_step = config.bug_step if config.bug_step is not None else default
             if not (max(final_first, floor) <= bug_step < config.steps):
@@ -377,7 +381,11 @@ class _Generator:
         if bug == "sequence_gap" and at_bug:
             gap_writer = inc.trainers[(0, 0)]
             gap_first = gap_writer.flush() + 1  # the step's first event opens a segment
-        first_sample = inc.next_sample - (1 if bug == "sample_twice" and at_bug else 0)
+        first_sample = inc.next_sample
+        if bug == "sample_twice" and at_bug:
+            first_sample -= 1
+        elif bug == "stream_jumps_back" and at_bug:  # back to where step // 2 began
+            first_sample -= (step - step // 2) * S
         samples = IntRuns(starts=[first_sample], lengths=[S])
         attempt = 0
         if step in self.plan.retried and step not in self.tried:

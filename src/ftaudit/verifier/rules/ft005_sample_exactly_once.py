@@ -11,6 +11,7 @@ import numpy as np
 from ftaudit.verifier.context import Allocation, RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome, order_severity
+from ftaudit.verifier.rules.stream_ledger import TrainedSpans, stream_ledger
 from ftaudit.verifier.spans import Spans, multiply_covered, union_all
 
 
@@ -79,15 +80,21 @@ class SampleExactlyOnce(Rule):
         committed = [a for a in ctx.allocations if a.key in keys and a.num_ids > 0]
         out: list[Violation] = []
         undeclared = ctx.deterministic_order is None and ctx.scope is None
+        ledger = stream_ledger(ctx)
         if committed:
             shifts = self._resumed_streams(ctx, committed)
-            duplicates = self._duplicates(ctx, committed)
+            trained = TrainedSpans.of(committed)
+            if ledger is not None:  # the samples the judged steps trained again, long after
+                judged = trained.take(trained.step >= ctx.since)
+                trained = TrainedSpans.joined([trained, ledger.trained_before(judged.covered())])
+            duplicates = self._duplicates(ctx, trained)
             skipped = self._skipped(ctx, committed)
             replays = self._replays(ctx, committed)
             out += self._headlines(ctx, shifts, [*duplicates, *skipped, *replays])
         else:
             out += self._replays(ctx, committed)
-        return RuleOutcome(len(committed), tuple(out), note=_UNDECLARED if undeclared else "")
+        note = _UNDECLARED if undeclared else _INCREMENTAL if ctx.scope is not None else ""
+        return RuleOutcome(len(committed), tuple(out), note=note)
 
     def _resumed_streams(self, ctx: RunContext, committed: list[Allocation]) -> list[_Shift]:
         """Each resumed incarnation whose stream does not continue its checkpoint's.
@@ -169,30 +176,32 @@ class SampleExactlyOnce(Rule):
             )
         return out + rest
 
-    def _duplicates(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
-        pairs = [_sample_spans(a) for a in committed]
-        owner = np.repeat(np.arange(len(pairs)), [s.size for s, _ in pairs])
-        starts = np.concatenate([s for s, _ in pairs])
-        ends = np.concatenate([e for _, e in pairs])
-        twice = multiply_covered(starts, ends)
+    def _duplicates(self, ctx: RunContext, trained: TrainedSpans) -> list[Violation]:
+        """The samples ``trained`` (committed spans, in logging order) holds twice, one
+        violation per set of steps that trained them, located at the first and shown at
+        the last (a sample trained again is news when its second training is judged)."""
+        twice = multiply_covered(trained.start, trained.end)
         if not twice:
             return []
         # which steps trained each duplicated index: group the indices by those steps
         shown = twice.head(MAX_IDS)
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
         for sample in shown.tolist():
-            hit = owner[(starts <= sample) & (sample < ends)]
-            steps = tuple(sorted({committed[i].step for i in hit.tolist()}))
+            hit = (trained.start <= sample) & (sample < trained.end)
+            steps = tuple(sorted(set(trained.step[hit].tolist())))
             groups[steps].append(sample)
         out = []
         for steps, samples in groups.items():
             arr = np.asarray(samples, dtype=np.int64)
-            first = next(a for a in committed if a.step == steps[0])
+            first = int(np.flatnonzero(trained.step == steps[0])[0])
             count = len(twice) if len(groups) == 1 else len(samples)
             where = (
                 f"more than once within committed step {steps[0]}"
                 if len(steps) == 1
                 else f"in more than one committed step (steps {', '.join(map(str, steps))})"
+            )
+            location = Location(
+                steps[0], int(trained.attempt[first]), int(trained.incarnation[first])
             )
             out.append(
                 self.violation(
@@ -200,9 +209,10 @@ class SampleExactlyOnce(Rule):
                     f"{ctx.describe_samples(arr, total=count)} trained {where}: the model saw "
                     f"{'them' if count != 1 else 'it'} twice",
                     kind="duplicate_sample",
-                    location=Location(first.step, first.attempt, first.incarnation),
+                    location=location,
                     sample_indices=samples,
                     id_count=count,
+                    shown_at=steps[-1] if len(steps) > 1 else None,
                 )
             )
         return out
@@ -295,6 +305,11 @@ def _bottom(ctx: RunContext, committed: list[Allocation], trained: Spans) -> int
     return max(before) if before else int(trained.starts[0])
 
 
+_INCREMENTAL = (
+    "incremental verification: a sample trained again is compared with the loaded steps' "
+    "samples (a follower's with every committed step's, from its ledger of the committed "
+    "stream; a full ft-verify with all)"
+)
 _UNDECLARED = (
     "the run does not declare whether its data order is deterministic: holes in the sample "
     "stream and replays that trained other samples are warnings, not errors (declare "
