@@ -139,3 +139,41 @@ def test_since_step_compares_with_the_loaded_steps_only(tmp_path: Path) -> None:
     assert "full ft-verify" in late.results[0].note
     near = verify(tmp_path / "run", select=["FT005"], since_step=4)
     assert _duplicates(near) == [(BACK_TO + k, 12 + k) for k in range(STEPS - 12)]
+
+
+def _kinds(found: list[Violation] | Report) -> list[tuple[str, int | None]]:
+    if isinstance(found, Report):
+        found = [v for r in found.results for v in r.violations]
+    return sorted((v.kind, v.location.step) for v in found)
+
+
+@pytest.mark.parametrize("back", [1, 10])
+def test_a_resumed_loader_restored_far_behind_is_one_root_cause_live_as_offline(
+    tmp_path: Path, back: int
+) -> None:
+    """The run resumes from checkpoint 11 and its loader restarts ``back`` batches behind
+    the checkpoint's position: 10 is long before the window, where the follower sees the
+    checkpoint's stream and the replayed batch only in its ledger. Reported live as
+    offline: once, as the resumed stream's root cause, its per-step duplicates as its
+    details (before, a far restart was not found live at all)."""
+    online = OnlineVerifier(tmp_path / "run", select=["FT005"])
+    b = RunBuilder(tmp_path / "run", B=10, cells=1)
+    first = b.start(deterministic_order=True)
+    for step in range(14):
+        first.train(step, _samples(step, None))
+        if step == 11:
+            first.checkpoint(step)
+        first.flush()
+        online.poll()
+    first.log.close()
+    resumed = b.start(11, deterministic_order=True)
+    for step in range(12, 18):
+        resumed.train(step, _samples(step - back, None))
+        resumed.flush()
+        online.poll()
+    resumed.finish()
+    b.close()
+    expected = [("resumed_stream_replays", 12)]
+    assert _kinds(online.violations) == expected
+    assert online.poll().finished and online.final is not None
+    assert _kinds(online.final) == expected == _kinds(verify(tmp_path / "run", select=["FT005"]))

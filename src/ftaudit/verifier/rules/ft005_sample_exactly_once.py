@@ -11,7 +11,7 @@ import numpy as np
 from ftaudit.verifier.context import Allocation, RunContext
 from ftaudit.verifier.findings import Location, Severity, Violation
 from ftaudit.verifier.rules.base import MAX_IDS, Rule, RuleOutcome, order_severity
-from ftaudit.verifier.rules.stream_ledger import TrainedSpans, stream_ledger
+from ftaudit.verifier.rules.stream_ledger import StreamLedger, TrainedSpans, stream_ledger
 from ftaudit.verifier.spans import Spans, multiply_covered, union_all
 
 
@@ -82,8 +82,8 @@ class SampleExactlyOnce(Rule):
         undeclared = ctx.deterministic_order is None and ctx.scope is None
         ledger = stream_ledger(ctx)
         if committed:
-            shifts = self._resumed_streams(ctx, committed)
             trained = TrainedSpans.of(committed)
+            shifts = self._resumed_streams(ctx, trained, ledger)
             if ledger is not None:  # the samples the judged steps trained again, long after
                 judged = trained.take(trained.step >= ctx.since)
                 trained = TrainedSpans.joined([trained, ledger.trained_before(judged.covered())])
@@ -96,35 +96,41 @@ class SampleExactlyOnce(Rule):
         note = _UNDECLARED if undeclared else _INCREMENTAL if ctx.scope is not None else ""
         return RuleOutcome(len(committed), tuple(out), note=note)
 
-    def _resumed_streams(self, ctx: RunContext, committed: list[Allocation]) -> list[_Shift]:
+    def _resumed_streams(
+        self, ctx: RunContext, trained: TrainedSpans, ledger: StreamLedger | None
+    ) -> list[_Shift]:
         """Each resumed incarnation whose stream does not continue its checkpoint's.
 
         The checkpoint's stream ends after the highest sample index its lineage committed
         up to the checkpoint iteration; the resumed incarnation's first committed step
         should start right after it. A follower keeps the shifts its earlier polls found
         (:class:`_ShiftsFound`): the consequences later windows show are grouped under them.
+        It also sees the steps before its window in its ``ledger``: a loader restored to a
+        batch trained long before is a shift there too, as offline.
         """
         found = ctx.carried(_ShiftsFound).by_incarnation
         for inc in ctx.incarnations.values():
             c = inc.resumed_iteration
             if c is None or not ctx.new_incarnation(inc.incarnation):
                 continue
-            first = [a for a in committed if a.incarnation == inc.incarnation and a.step == c + 1]
-            before = [a for a in committed if a.step <= c]
-            if not first or not before:
+            first = trained.take((trained.incarnation == inc.incarnation) & (trained.step == c + 1))
+            before = trained.take(trained.step <= c)
+            ends = [int(before.end.max())] if len(before) else []
+            if ledger is not None and ledger.covered:  # every folded step is before c's
+                ends.append(int(ledger.covered.ends[-1]))
+            if not len(first) or not ends:
                 continue
-            want = 1 + max(int(_sample_spans(a)[1].max()) - 1 for a in before)
-            mine = union_all(Spans.of(*_sample_spans(a)) for a in first)
+            want = max(ends)
+            mine = first.covered()
             got = int(mine.starts[0])
             if got == want or len(mine.starts) != 1:
                 continue  # continues, or not a stream at all (no position to restart from)
             # behind: the step replays an earlier committed step's batch (a loader back at
             # 0, or at the checkpoint step's batch); ahead: one block past a hole
-            earlier = {
-                a.step: union_all(Spans.of(*_sample_spans(b)) for b in before if b.step == a.step)
-                for a in before
-            }
-            if got > want or any(batch == mine for batch in earlier.values()):
+            if ledger is not None:
+                before = TrainedSpans.joined([ledger.trained_before(mine), before])
+            batches = (before.take(before.step == s).covered() for s in np.unique(before.step))
+            if got > want or any(batch == mine for batch in batches):
                 found[inc.incarnation] = _Shift(inc.incarnation, c, want, got)
         # a later resume from the shift's checkpoint or earlier re-ran the shifted steps
         return [
