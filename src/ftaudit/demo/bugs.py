@@ -37,6 +37,14 @@ BUGS: tuple[Bug, ...] = (
         "twice",
     ),
     Bug(
+        "data_rewound_on_heal",
+        "the driver handles a replaced cell like a restart and rewinds the data stream to "
+        "the last checkpoint's; torchft's heal rolls no weights back, so the samples read "
+        "since that checkpoint are trained again",
+        "FT005",
+        "trained in more than one committed step",
+    ),
+    Bug(
         "restore_older_checkpoint",
         "cells load the checkpoint before the one the log says the incarnation resumed from",
         "FT006",

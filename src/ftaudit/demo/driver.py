@@ -90,6 +90,10 @@ class DemoDriver:
         ) or any(q.incarnation == self.incarnation for q in self.schedule.quorum_timeouts)
         """Only an incarnation where cells are scheduled to fail pays for a spare."""
         self.data_offset = 0
+        """Where the stream's sample indices stand against ``step * samples_per_step`` (a
+        consumed-samples counter, saved with each checkpoint)."""
+        self._saved: tuple[dict[str, Any], int] | None = None
+        """The last checkpoint's loader state and consumed samples (None: none yet)."""
         data = cfg.data
         self.loader = DemoLoader(
             self.dataset.size, data.samples_per_prompt, data.samples_per_step, cfg.seed
@@ -122,12 +126,18 @@ class DemoDriver:
             self._warm_spare()
         return handles
 
-    def _replace_missing(self) -> None:
+    def _replace_missing(self, step: int) -> None:
         """Start a replacement for every dead cell; its torchft Manager heals it from a
         live peer in its first quorum (:meth:`_form_quorum`)."""
         missing = [c for c in range(self.cfg.cells) if c not in self.cells]
         if missing:
             self.cells.update(self._start(missing))
+            if bugs.active(self.cfg.bug, "data_rewound_on_heal") and self._saved is not None:
+                # the defect: the membership change is handled like a restart, though the
+                # live cells keep their weights (a heal rolls nothing back)
+                state, consumed = self._saved
+                self.loader.load_state_dict(state)
+                self.data_offset = consumed - step * self.cfg.data.samples_per_step
 
     # -- one attempt -------------------------------------------------------------------
 
@@ -329,7 +339,10 @@ class DemoDriver:
             others = [m for c, m in self.cells.items() if c not in loaders]
             ray.get([m.restore_manager.remote(torchft_state) for m in others])
         n = self.cfg.data.samples_per_step
-        self._restore_loader(metas[0]["extra"]["loader"], ref)
+        extra = metas[0]["extra"]
+        self._restore_loader(extra["loader"], ref)
+        self.data_offset = int(extra["consumed"]) - (iteration + 1) * n
+        self._saved = (extra["loader"], int(extra["consumed"]))
         if bugs.active(self.cfg.bug, "skip_sample_after_resume"):
             self.data_offset = self.cfg.data.samples_per_prompt  # one group too far
             self.loader.seek(self.loader.position + self.data_offset)
@@ -377,7 +390,13 @@ class DemoDriver:
             # the defect: the state of the prefetching reader is saved, which has already
             # read the next step's items; a resume hands out the batch after it
             loader = {**loader, "position": self.loader.fetched}
-        extra = {"allocator_counter": self.session.allocator.counter, "loader": loader}
+        consumed = (step + 1) * self.cfg.data.samples_per_step + self.data_offset
+        extra = {
+            "allocator_counter": self.session.allocator.counter,
+            "loader": loader,
+            "consumed": consumed,
+        }
+        self._saved = (loader, consumed)
         ray.get(
             [
                 m.save.remote(str(path), step, attempt, extra)
@@ -408,7 +427,7 @@ class DemoDriver:
         late_checkpoint: tuple[int, int] | None = None
         for step in range(first, self.cfg.steps):
             if step > first:
-                self._replace_missing()
+                self._replace_missing(step)
             attempt = 0
             while True:
                 started = time.perf_counter()
