@@ -127,10 +127,10 @@ class SampleExactlyOnce(Rule):
                 continue  # continues, or not a stream at all (no position to restart from)
             # behind: the step replays an earlier committed step's batch (a loader back at
             # 0, or at the checkpoint step's batch); ahead: one block past a hole
-            if ledger is not None:
-                before = TrainedSpans.joined([ledger.trained_before(mine), before])
-            batches = (before.take(before.step == s).covered() for s in np.unique(before.step))
-            if got > want or any(batch == mine for batch in batches):
+            if ledger is not None:  # a restart off its checkpoint's position only: rare
+                before = TrainedSpans.joined([ledger.all_folded(), before])
+            near = np.unique(before.overlapping(mine).step).tolist()
+            if got > want or any(before.take(before.step == s).covered() == mine for s in near):
                 found[inc.incarnation] = _Shift(inc.incarnation, c, want, got)
         # a later resume from the shift's checkpoint or earlier re-ran the shifted steps
         return [
