@@ -4,13 +4,14 @@ polls a run another process is writing (the demo, the soak)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import ftaudit
 from ftaudit.verifier import Report, Violation, verify
 from ftaudit.verifier.online import OnlineVerifier, Poll
+from ftaudit.verifier.rules.stream_ledger import StreamLedger
 
 POLL_EVERY_S = 0.3
 """A live follower's pause between polls (what it judges does not depend on it)."""
@@ -154,3 +155,16 @@ def following(
         live[0] = {finding(v) for v in online.violations}
     assert online.poll().finished, f"{run_dir}: the run did not finish"
     check_agreement(run_dir, online, live[0], judged, judged_later=judged_later)
+
+
+def polling_folds(online: OnlineVerifier, folds: list[int]) -> Callable[[], None]:
+    """A poll of ``online`` that appends where its stream ledger's fold ends (the window's
+    first step, :class:`~ftaudit.verifier.rules.stream_ledger.StreamLedger`), once it has one."""
+
+    def poll() -> None:
+        online.poll()
+        ledger = online._cache.states.get(StreamLedger)
+        if ledger is not None:
+            folds.append(ledger.folded_upto)
+
+    return poll

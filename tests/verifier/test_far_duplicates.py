@@ -17,8 +17,8 @@ import pytest
 
 from ftaudit.verifier import Report, Violation, verify
 from ftaudit.verifier.online import OnlineVerifier
-from ftaudit.verifier.rules.stream_ledger import StreamLedger
 from tests.support.builder import RunBuilder
+from tests.support.online_agreement import polling_folds
 
 STEPS = 16
 PER_STEP = 3
@@ -44,6 +44,20 @@ def _run(root: Path, jump_at: int | None, poll: Callable[[], object]) -> None:
     b.close()
 
 
+def _crashed(root: Path, checkpoint: int, poll: Callable[[], object]) -> RunBuilder:
+    """A first incarnation that trained steps 0-13, saved ``checkpoint`` and died."""
+    b = RunBuilder(root, B=10, cells=1)
+    first = b.start(deterministic_order=True)
+    for step in range(14):
+        first.train(step, _samples(step, None))
+        if step == checkpoint:
+            first.checkpoint(step)
+        first.flush()
+        poll()
+    first.log.close()
+    return b
+
+
 def _duplicates(found: list[Violation] | Report) -> list[tuple[int | None, int | None]]:
     """The duplicates' (located at, shown at) steps."""
     if isinstance(found, Report):
@@ -66,14 +80,7 @@ def test_a_follower_finds_samples_trained_again_long_after(
     offline; the correct run (the twin) has none."""
     online = OnlineVerifier(tmp_path / "run", select=["FT005"], since_step=since)
     lookbacks: list[int] = []
-
-    def poll() -> None:
-        online.poll()
-        ledger = online._cache.states.get(StreamLedger)
-        if ledger is not None:
-            lookbacks.append(ledger.folded_upto)
-
-    _run(tmp_path / "run", jump_at, poll)
+    _run(tmp_path / "run", jump_at, polling_folds(online, lookbacks))
     live = _duplicates(online.violations)
     offline = verify(tmp_path / "run", select=["FT005"])
     expected = [(BACK_TO + k, 12 + k) for k in range(STEPS - 12)] if jump_at else []
@@ -96,22 +103,8 @@ def test_a_resume_from_before_the_fold_drops_the_steps_it_runs_again(
     live."""
     online = OnlineVerifier(tmp_path / "run", select=["FT005"])
     folds: list[int] = []
-
-    def poll() -> None:
-        online.poll()
-        ledger = online._cache.states.get(StreamLedger)
-        if ledger is not None:
-            folds.append(ledger.folded_upto)
-
-    b = RunBuilder(tmp_path / "run", B=10, cells=1)
-    first = b.start(deterministic_order=True)
-    for step in range(14):
-        first.train(step, _samples(step, None))
-        if step == 3:
-            first.checkpoint(step)
-        first.flush()
-        poll()
-    first.log.close()
+    poll = polling_folds(online, folds)
+    b = _crashed(tmp_path / "run", 3, poll)
     resumed = b.start(3, deterministic_order=True)
     for step in range(4, 15):
         jumped = jump_after_resume and step >= 11
@@ -157,15 +150,7 @@ def test_a_resumed_loader_restored_far_behind_is_one_root_cause_live_as_offline(
     offline: once, as the resumed stream's root cause, its per-step duplicates as its
     details (before, a far restart was not found live at all)."""
     online = OnlineVerifier(tmp_path / "run", select=["FT005"])
-    b = RunBuilder(tmp_path / "run", B=10, cells=1)
-    first = b.start(deterministic_order=True)
-    for step in range(14):
-        first.train(step, _samples(step, None))
-        if step == 11:
-            first.checkpoint(step)
-        first.flush()
-        online.poll()
-    first.log.close()
+    b = _crashed(tmp_path / "run", 11, online.poll)
     resumed = b.start(11, deterministic_order=True)
     for step in range(12, 18):
         resumed.train(step, _samples(step - back, None))

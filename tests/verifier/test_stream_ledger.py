@@ -11,7 +11,6 @@ checkpoints are saved, and the follower needs what it folded from earlier polls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from ftaudit.verifier.online import OnlineVerifier
 from ftaudit.verifier.rules.stream_ledger import StreamLedger, TrainedSpans
 from ftaudit.verifier.spans import Spans
 from tests.support.builder import RunBuilder
+from tests.support.online_agreement import polling_folds
 
 STEPS = 16
 PER_STEP = 3
@@ -48,18 +48,6 @@ def _run(root: Path, wrong_at: int | None, poll: object = None) -> None:
     b.close()
 
 
-def _polling(online: OnlineVerifier, folds: list[int]) -> Callable[[], None]:
-    """A poll of ``online`` that appends where its ledger's fold ends, once it has one."""
-
-    def poll() -> None:
-        online.poll()
-        ledger = online._cache.states.get(StreamLedger)
-        if ledger is not None:
-            folds.append(ledger.folded_upto)
-
-    return poll
-
-
 def _wrong(report: Report) -> list[int | None]:
     return [
         v.location.step
@@ -75,7 +63,7 @@ def test_a_follower_judges_each_saved_loader_live_as_the_whole_log(
 ) -> None:
     online = OnlineVerifier(tmp_path / "run", select=["FT008"])
     lookbacks: list[int] = []
-    _run(tmp_path / "run", wrong_at, _polling(online, lookbacks))
+    _run(tmp_path / "run", wrong_at, polling_folds(online, lookbacks))
     live = [v.location.step for v in online.violations if v.kind == "loader_state_wrong"]
     expected = [] if wrong_at is None else [wrong_at]
     assert live == expected, [v.message for v in online.violations]
@@ -113,7 +101,7 @@ def test_a_resume_from_before_the_fold_reads_it_from_the_log_once(
     with checkpoint 7 is judged live."""
     online = OnlineVerifier(tmp_path / "run", select=["FT008"])
     folds: list[int] = []
-    poll = _polling(online, folds)
+    poll = polling_folds(online, folds)
     b = RunBuilder(tmp_path / "run", B=10, cells=1)
     first = b.start(deterministic_order=True, dataset_size=1000)
     for step in range(14):
