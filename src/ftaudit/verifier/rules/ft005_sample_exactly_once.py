@@ -82,13 +82,14 @@ class SampleExactlyOnce(Rule):
         undeclared = ctx.deterministic_order is None and ctx.scope is None
         ledger = stream_ledger(ctx)
         if committed:
-            trained = TrainedSpans.of(committed)
-            shifts = self._resumed_streams(ctx, trained, ledger)
+            window = TrainedSpans.of(committed)
+            shifts = self._resumed_streams(ctx, window, ledger)
+            trained = window
             if ledger is not None:  # the samples the judged steps trained again, long after
-                judged = trained.take(trained.step >= ctx.since)
-                trained = TrainedSpans.joined([trained, ledger.trained_before(judged.covered())])
+                judged = window.take(window.step >= ctx.since)
+                trained = TrainedSpans.joined([window, ledger.trained_before(judged.covered())])
             duplicates = self._duplicates(ctx, trained)
-            skipped = self._skipped(ctx, committed)
+            skipped = self._skipped(ctx, window)
             replays = self._replays(ctx, committed)
             out += self._headlines(ctx, shifts, [*duplicates, *skipped, *replays])
         else:
@@ -223,12 +224,12 @@ class SampleExactlyOnce(Rule):
             )
         return out
 
-    def _skipped(self, ctx: RunContext, committed: list[Allocation]) -> list[Violation]:
-        trained = union_all(Spans.of(*_sample_spans(a)) for a in committed)
+    def _skipped(self, ctx: RunContext, window: TrainedSpans) -> list[Violation]:
+        trained = window.covered()
         if not trained:  # committed steps of no samples: nothing lies below a highest index
             return []
         top = int(trained.ends[-1])
-        skipped = Spans.of([_bottom(ctx, committed, trained)], [top]) - trained
+        skipped = Spans.of([_bottom(ctx, window, trained)], [top]) - trained
         if not skipped:
             return []
         shown = skipped.head(MAX_IDS)
@@ -298,7 +299,7 @@ class SampleExactlyOnce(Rule):
         return out
 
 
-def _bottom(ctx: RunContext, committed: list[Allocation], trained: Spans) -> int:
+def _bottom(ctx: RunContext, window: TrainedSpans, trained: Spans) -> int:
     """Where holes in the committed stream are looked for from: 0, or in an incremental
     verification where the stream stood before the judged steps (the end of the loaded
     committed steps before ``since``; earlier holes were the earlier checks'), else the
@@ -306,9 +307,8 @@ def _bottom(ctx: RunContext, committed: list[Allocation], trained: Spans) -> int
     samples long trained) does not make the stream between look unread."""
     if ctx.scope is None:
         return 0
-    ends = [_sample_spans(a)[1] for a in committed if a.step < ctx.since]
-    before = [int(e.max()) for e in ends if e.size]
-    return max(before) if before else int(trained.starts[0])
+    before = window.end[window.step < ctx.since]
+    return int(before.max()) if before.size else int(trained.starts[0])
 
 
 _INCREMENTAL = (
